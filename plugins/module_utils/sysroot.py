@@ -1,0 +1,160 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every kernel-interface and configuration path of gpufabric goes through a Sysroot.
+
+On a real host the root is ``/``. Tests and the simulated node point it at a tree that
+looks like a host (``sys/``, ``proc/``, ``etc/``...). The root comes from the caller or,
+when none is given, from the environment variable ``GPUFABRIC_SYSROOT`` (the simulated
+node's login sets it), so modules and the boot-time applier need no test-only option.
+
+This file is private to the collection: no stable API is promised.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import tempfile
+
+SYSROOT_ENV = "GPUFABRIC_SYSROOT"
+
+
+class Sysroot(object):
+    """Resolve absolute host paths (``/sys/...``) below an injectable root."""
+
+    def __init__(self, root=None):
+        if root is None:
+            root = os.environ.get(SYSROOT_ENV) or "/"
+        self.root = os.path.abspath(root)
+
+    def __repr__(self):
+        return "Sysroot(%r)" % self.root
+
+    @property
+    def is_host(self):
+        return self.root == "/"
+
+    def path(self, *parts):
+        """Join host-absolute path parts below the root: path('/sys', 'bus') -> <root>/sys/bus."""
+        joined = os.path.join(*parts) if parts else "/"
+        rel = joined.lstrip("/")
+        if not rel:
+            return self.root
+        return os.path.join(self.root, rel)
+
+    def unroot(self, real):
+        """Turn a real path below the root back into the host-absolute form."""
+        real = os.path.abspath(real)
+        if self.root == "/":
+            return real
+        if real == self.root:
+            return "/"
+        if real.startswith(self.root + os.sep):
+            return real[len(self.root):]
+        return real
+
+    def exists(self, p):
+        return os.path.exists(self.path(p))
+
+    def isdir(self, p):
+        return os.path.isdir(self.path(p))
+
+    def islink(self, p):
+        return os.path.islink(self.path(p))
+
+    def listdir(self, p):
+        """Sorted entries of a directory; [] when it does not exist or cannot be read."""
+        try:
+            return sorted(os.listdir(self.path(p)))
+        except OSError:
+            return []
+
+    def realpath(self, p):
+        """Host-absolute canonical path (symlinks resolved inside the root)."""
+        return self.unroot(os.path.realpath(self.path(p)))
+
+    def readlink_name(self, p):
+        """Basename of a symlink's target (e.g. the driver name from .../driver), or None."""
+        try:
+            return os.path.basename(os.readlink(self.path(p)).rstrip("/"))
+        except OSError:
+            return None
+
+    def read_bytes(self, p, size=-1):
+        with open(self.path(p), "rb") as f:
+            return f.read(size)
+
+    def read(self, p, default=None):
+        """Text content stripped of surrounding whitespace; ``default`` when unreadable."""
+        try:
+            with open(self.path(p), "r") as f:
+                return f.read().strip()
+        except (OSError, IOError, UnicodeDecodeError):
+            return default
+
+    def read_raw(self, p, default=None):
+        """Text content as is; ``default`` when unreadable."""
+        try:
+            with open(self.path(p), "r") as f:
+                return f.read()
+        except (OSError, IOError, UnicodeDecodeError):
+            return default
+
+    def write_attr(self, p, value):
+        """Write a kernel attribute (sysfs/procfs/configfs): one write, no temp file."""
+        data = value if isinstance(value, bytes) else str(value).encode("ascii")
+        with open(self.path(p), "wb", 0) as f:
+            f.write(data)
+
+    def write_at(self, p, offset, data):
+        """Write bytes at an offset of an existing file (PCI config space)."""
+        fd = os.open(self.path(p), os.O_WRONLY)
+        try:
+            os.lseek(fd, offset, os.SEEK_SET)
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def mkdir(self, p, mode=0o755):
+        try:
+            os.mkdir(self.path(p), mode)
+        except OSError as e:
+            if e.errno != errno.EEXIST:
+                raise
+
+    def makedirs(self, p, mode=0o755):
+        real = self.path(p)
+        if not os.path.isdir(real):
+            os.makedirs(real, mode)
+
+    def write_file_atomic(self, p, content, mode=0o644):
+        """Write a regular file atomically: temp file in the same directory, fsync, rename."""
+        real = self.path(p)
+        d = os.path.dirname(real)
+        if not os.path.isdir(d):
+            os.makedirs(d, 0o755)
+        data = content if isinstance(content, bytes) else content.encode("utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=".gpufabric.", dir=d)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, mode)
+            os.rename(tmp, real)
+        except Exception:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def remove(self, p):
+        try:
+            os.unlink(self.path(p))
+            return True
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                return False
+            raise
