@@ -6,11 +6,14 @@ BIN := $(VENV)/bin
 BUILD := $(CURDIR)/.build
 COLL := $(BUILD)/ansible_collections/gpufabric/node
 SIM ?= $(CURDIR)/.sim
-export ANSIBLE_COLLECTIONS_PATH := $(BUILD):$(VENV)/lib/python3*/site-packages
+export ANSIBLE_COLLECTIONS_PATH := $(BUILD)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONPATH := $(BUILD):$(CURDIR)/tests/lab
+export PATH := $(VENV)/bin:$(PATH)
+export ANSIBLE_FORCE_COLOR ?= 0
+SANITY_VENV := $(CURDIR)/.venv-sanity
 
-.PHONY: venv link unit demo test clean
+.PHONY: venv link unit integration sanity lint molecule demo test clean
 
 $(VENV)/.stamp: requirements.txt
 	$(PY) -m venv $(VENV)
@@ -27,6 +30,37 @@ link:
 
 unit: venv link
 	$(BIN)/pytest -q tests/unit
+
+# Tests that need root and network namespaces (the simulated fleet over SSH).
+integration: venv link
+	$(BIN)/pytest -q tests/integration
+
+$(SANITY_VENV)/.stamp: requirements.txt
+	$(PY) -m venv $(SANITY_VENV)
+	$(SANITY_VENV)/bin/pip install -q --upgrade pip
+	$(SANITY_VENV)/bin/pip install -q "$$(grep '^ansible-core' requirements.txt)" \
+	  $$(for f in $$($(BIN)/python -c 'import ansible_test,os;print(os.path.dirname(ansible_test.__file__))')/_data/requirements/sanity.*.txt; do echo -r $$f; done)
+	touch $@
+
+sanity: venv $(SANITY_VENV)/.stamp
+	SANITY_VENV=$(SANITY_VENV) tests/sanity/run.sh
+
+lint: venv link
+	$(BIN)/ansible-lint --offline --profile production
+
+molecule: venv link
+	$(BIN)/molecule test -s sim
+
+# README command 1: build a simulated HGX H200 node (and a cross-NUMA PCIe server), provision it, show the proof.
+demo: venv link
+	-$(BIN)/python -m gpufabric_sim destroy --fleet $(SIM) >/dev/null 2>&1
+	$(BIN)/python -m gpufabric_sim create --fleet $(SIM) --node sim1=hgx-h200 --node sim2=pcie-4gpu-crossnuma
+	$(BIN)/ansible-playbook -i $(SIM)/inventory.yml playbooks/provision.yml
+	$(BIN)/ansible-playbook -i $(SIM)/inventory.yml playbooks/verify.yml
+	@echo "Fleet left running in $(SIM); 'make clean' removes it."
+
+# README command 2: every test tier that runs on a machine without GPUs.
+test: unit integration sanity lint molecule
 
 clean:
 	-$(BIN)/python -m gpufabric_sim destroy --fleet $(SIM) 2>/dev/null
