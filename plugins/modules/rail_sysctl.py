@@ -1,0 +1,220 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: rail_sysctl
+short_description: ARP, reverse-path filter and per-rail source routing for RoCE rails on one subnet
+version_added: 0.1.0
+description:
+  - Sets C(arp_ignore), C(arp_announce) and C(rp_filter) under C(/proc/sys/net/ipv4/conf/) for C(all), C(default)
+    and each rail. Values are read first and only differing ones are written.
+  - Persists the same settings in C(/etc/sysctl.d/90-gpufabric-rails.conf). The collection owns that file and rewrites
+    it as a whole. systemd-sysctl applies it at boot and, through systemd's udev rule for new network interfaces, when
+    a rail appears later.
+  - The kernel uses C(max(all, <iface>)) for these three settings, so C(all) always gets the same values as the rails.
+  - With O(routing=true) each rail gets its own routing table (O(routing_table_base) + position of the rail in
+    O(rails)) holding the rail's connected subnet route with the rail address as source (and a default route via
+    the rail's gateway when one is given), and an C(ip rule from <rail address> lookup <table>). Routes and rules of
+    these tables that are not desired are removed. The desired state is recorded in C(/etc/gpufabric/routing.json),
+    from which the collection's boot-time applier re-applies it with the same code after a reboot.
+author:
+  - gpufabric developers
+options:
+  rails:
+    description: Network interfaces of the RoCE rails. Must exist and be legal interface names; no duplicates.
+    type: list
+    elements: str
+    required: true
+  arp_ignore:
+    description: C(arp_ignore) value; 1 answers ARP only for addresses of the receiving interface.
+    type: int
+    default: 1
+    choices: [0, 1, 2, 3, 4, 5, 6, 7, 8]
+  arp_announce:
+    description: C(arp_announce) value; 2 always uses the best local source address of the outgoing interface.
+    type: int
+    default: 2
+    choices: [0, 1, 2]
+  rp_filter:
+    description:
+      - C(rp_filter) value. 2 (loose) is the usual choice for RoCE rails on one subnet; 0 is needed by VAST's
+        C(localports=) mount option. 1 (strict) drops replies arriving on another rail.
+      - Applied to C(all) too, because the kernel uses C(max(all, <iface>)).
+    type: int
+    default: 2
+    choices: [0, 1, 2]
+  routing:
+    description: Manage per-rail policy routing (tables and rules). When false, existing routing is left alone.
+    type: bool
+    default: false
+  routing_table_base:
+    description: Table number of the first rail; rail N gets base + N. The range must avoid tables 253, 254 and 255.
+    type: int
+    default: 100
+  routing_rule_priority:
+    description: Priority of the C(from <rail address> lookup <table>) rules, 1..32765.
+    type: int
+    default: 1000
+  routing_gateways:
+    description: Optional default gateway per rail (rail name to IPv4 address inside the rail's subnet).
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    support: full
+    description: Reads the live values, netlink routes and rules and the files; writes nothing.
+  diff_mode:
+    support: full
+    description: Diff of C(/etc/sysctl.d/90-gpufabric-rails.conf) and, with O(routing), of the routing state file.
+  platform:
+    platforms: posix
+    description: Linux. Run in the network namespace that holds the rails.
+requirements:
+  - pyroute2 (only with O(routing=true))
+notes:
+  - Needs root.
+"""
+
+EXAMPLES = r"""
+- name: ARP and loose reverse-path filtering on all rails, with per-rail source routing
+  gpufabric.node.rail_sysctl:
+    rails: [ens1np0, ens2np0, ens3np0, ens4np0]
+    routing: true
+
+- name: VAST localports needs rp_filter 0
+  gpufabric.node.rail_sysctl:
+    rails: "{{ rail_netdevs }}"
+    rp_filter: 0
+"""
+
+RETURN = r"""
+settings:
+  description: Values after the run per interface (C(all), C(default), rails) and key.
+  returned: always
+  type: dict
+  sample: {"all": {"arp_announce": 2, "arp_ignore": 1, "rp_filter": 2}}
+effective_rp_filter:
+  description: The reverse-path filter the kernel applies per rail, C(max(all, rail)).
+  returned: always
+  type: dict
+  sample: {"ens1np0": 2}
+path:
+  description: The sysctl.d file.
+  returned: always
+  type: str
+  sample: /etc/sysctl.d/90-gpufabric-rails.conf
+routing:
+  description: Per-rail tables (rail, table, address, prefixlen, network, gateway) and the actions taken.
+  returned: when O(routing=true)
+  type: dict
+drift:
+  description: >-
+    Deviations found before applying: concern C(sysctl) (object the interface, key the setting; or object the file)
+    and concern C(routing) (object the rail or table, key the route or rule).
+  returned: always
+  type: list
+  elements: dict
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils import sysctl
+from ansible_collections.gpufabric.node.plugins.module_utils import routing
+
+try:
+    from pyroute2 import IPRoute
+    HAS_PYROUTE2 = True
+    PYROUTE2_IMPORT_ERROR = None
+except ImportError:
+    IPRoute = None
+    HAS_PYROUTE2 = False
+    PYROUTE2_IMPORT_ERROR = traceback.format_exc()
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            rails=dict(type="list", elements="str", required=True),
+            arp_ignore=dict(type="int", default=1, choices=list(sysctl.ALLOWED["arp_ignore"])),
+            arp_announce=dict(type="int", default=2, choices=list(sysctl.ALLOWED["arp_announce"])),
+            rp_filter=dict(type="int", default=2, choices=list(sysctl.ALLOWED["rp_filter"])),
+            routing=dict(type="bool", default=False),
+            routing_table_base=dict(type="int", default=routing.DEFAULT_TABLE_BASE),
+            routing_rule_priority=dict(type="int", default=routing.DEFAULT_RULE_PRIORITY),
+            routing_gateways=dict(type="dict", default={}),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    sysroot = Sysroot()
+    values = dict((k, p[k]) for k in sysctl.KEYS)
+    try:
+        sysctl.validate_rails(sysroot, p["rails"])
+        sysctl.desired_settings(p["rails"], values)
+        if p["routing"]:
+            routing.validate_table_base(p["routing_table_base"], len(p["rails"]))
+            routing.validate_priority(p["routing_rule_priority"])
+            unknown = sorted(set(p["routing_gateways"]) - set(p["rails"]))
+            if unknown:
+                raise ValueError("routing_gateways names rail(s) that are not in rails: %s" % ", ".join(unknown))
+        elif p["routing_gateways"]:
+            raise ValueError("routing_gateways needs routing: true")
+    except ValueError as e:
+        module.fail_json(msg=str(e))
+    if p["routing"] and not HAS_PYROUTE2:
+        module.fail_json(msg=missing_required_lib("pyroute2"), exception=PYROUTE2_IMPORT_ERROR)
+
+    ipr = None
+    route_res = None
+    try:
+        if p["routing"]:
+            # Addresses and the routing plan are read before any sysctl is written, so a rail without an
+            # address fails the task before anything is touched.
+            ipr = IPRoute()
+            addrs = routing.rail_ipv4(ipr, p["rails"])
+            routing.desired_tables(addrs, p["routing_table_base"], p["routing_gateways"])
+        res = sysctl.manage(sysroot, p["rails"], values, module.check_mode)
+        if p["routing"]:
+            route_res = routing.manage(sysroot, ipr, p["rails"], p["routing_table_base"],
+                                       p["routing_rule_priority"], p["routing_gateways"], module.check_mode)
+    except (ValueError, sysctl.SysctlError, routing.RoutingError) as e:
+        module.fail_json(msg=str(e))
+    except Exception as e:  # netlink errors carry an errno and a message; report them in words
+        module.fail_json(msg="applying rail settings failed: %s" % e, exception=traceback.format_exc())
+    finally:
+        if ipr is not None:
+            ipr.close()
+
+    out = dict(changed=res["changed"], settings=res["settings"], effective_rp_filter=res["effective_rp_filter"],
+               path=res["file"]["path"], drift=list(res["drift"]))
+    diffs = [dict(before=res["file"]["before"], after=res["file"]["after"],
+                  before_header=res["file"]["path"], after_header=res["file"]["path"])]
+    if route_res is not None:
+        out["changed"] = out["changed"] or route_res["changed"]
+        out["drift"].extend(route_res["drift"])
+        out["routing"] = dict(tables=route_res["tables"], actions=route_res["actions"],
+                              state_file=route_res["state_file"]["path"])
+        plan_lines = ["- " + d["key"] + "\n" for d in route_res["drift"] if d["desired"] == "absent"]
+        plan_lines += ["+ " + d["key"] + "\n" for d in route_res["drift"] if d["desired"] == "present"]
+        diffs.append(dict(before=route_res["state_file"]["before"], after=route_res["state_file"]["after"],
+                          before_header=route_res["state_file"]["path"], after_header=route_res["state_file"]["path"]))
+        if plan_lines:
+            diffs.append(dict(before="", after="".join(plan_lines), before_header="netlink (routes/rules)",
+                              after_header="netlink changes"))
+    if module._diff:
+        out["diff"] = diffs
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: rdma_cm_tos
+short_description: Set the rdma_cm default RoCE ToS of the RDMA devices behind the rails
+version_added: 0.1.0
+description:
+  - Writes C(/sys/kernel/config/rdma_cm/<ibdev>/ports/<port>/default_roce_tos) for every port of the RDMA devices
+    behind the given rails (or of the given RDMA devices), so that connections set up through RDMA CM (NFS over
+    RDMA, MPI, NCCL's connection setup) carry the DSCP of the lossless class.
+  - When C(/sys/kernel/config/rdma_cm) is missing the module loads C(configfs) and C(rdma_cm) with C(modprobe -a) and
+    mounts configfs on C(/sys/kernel/config); in check mode it only reports that it would.
+  - Creates the configfs device group with C(mkdir) when needed (the kernel then creates C(ports/<n>/)), writes the
+    value, reads it back and fails when it differs.
+  - The value is not persistent. It is reset to 0 whenever the RDMA device registers (boot, driver reload, firmware
+    reset); removing the configfs group does not reset it. The collection's boot-time applier re-applies it on the
+    udev C(add) event of the RDMA device, using the same code.
+author:
+  - gpufabric developers
+options:
+  rails:
+    description:
+      - Network interfaces of the RoCE rails (C(ens1np0)...). Every RDMA device port whose GID table names the rail is
+        configured.
+      - Mutually exclusive with O(devices); one of them is required.
+    type: list
+    elements: str
+  devices:
+    description:
+      - RDMA device names (C(mlx5_0)...); every port of each device is configured.
+      - Mutually exclusive with O(rails).
+    type: list
+    elements: str
+  tos:
+    description:
+      - The IP ToS byte, 0..255. The DSCP is C(tos >> 2), the low two bits are ECN.
+      - 106 is DSCP 26 with ECT(0) (ECN capable), 104 is DSCP 26 without ECN.
+    type: int
+    default: 106
+  expected_dscp:
+    description:
+      - The DSCP the fabric's lossless class uses (C(dcb app ... dscp-prio)). When given and C(tos >> 2) differs,
+        the module warns.
+    type: int
+attributes:
+  check_mode:
+    support: full
+    description: Reads the current values; writes nothing, loads no module, mounts nothing and creates no configfs
+      group (ports whose group does not exist yet are reported with an unknown C(before)).
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
+    description: Linux with RDMA devices and rdma_cm configfs support (C(CONFIG_INFINIBAND_ADDR_TRANS_CONFIGFS)).
+notes:
+  - Needs root.
+"""
+
+EXAMPLES = r"""
+- name: Mark RDMA CM traffic of all rails with DSCP 26 and ECN
+  gpufabric.node.rdma_cm_tos:
+    rails: "{{ rail_netdevs }}"
+    tos: 106
+    expected_dscp: 26
+
+- name: Configure two RDMA devices by name
+  gpufabric.node.rdma_cm_tos:
+    devices: [mlx5_0, mlx5_1]
+    tos: 104
+"""
+
+RETURN = r"""
+ports:
+  description: One entry per configured device port.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    device:
+      description: RDMA device.
+      type: str
+      sample: mlx5_0
+    port:
+      description: Port number.
+      type: int
+      sample: 1
+    rail:
+      description: The rail (network interface) of this port, when O(rails) was given.
+      type: str
+      sample: ens1np0
+    before:
+      description: Value before; null when it could not be read in check mode (configfs group not created yet).
+      type: int
+      sample: 0
+    after:
+      description: Value after (in check mode, the value that would be set).
+      type: int
+      sample: 106
+configfs:
+  description: C(present), C(loaded) (the module loaded rdma_cm/mounted configfs) or C(would load) (check mode).
+  returned: always
+  type: str
+  sample: present
+drift:
+  description: Deviations found before applying (concern C(rdma_cm), object C(<ibdev>/<port>), key C(default_roce_tos)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"concern": "rdma_cm", "object": "mlx5_0/1", "key": "default_roce_tos", "current": 0, "desired": 106}]
+actions:
+  description: What was done, in words.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
+
+
+def make_runner(module):
+    def run(argv):
+        binary = module.get_bin_path(argv[0], required=True)
+        return module.run_command([binary] + list(argv[1:]), environ_update={"LC_ALL": "C", "LANG": "C"})
+    return run
+
+
+def diff_text(ports, key):
+    lines = []
+    for p in ports:
+        v = p[key]
+        lines.append("%s/%d default_roce_tos = %s\n" % (p["device"], p["port"], "unknown" if v is None else v))
+    return "".join(lines)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            rails=dict(type="list", elements="str"),
+            devices=dict(type="list", elements="str"),
+            tos=dict(type="int", default=rdma_cm.DEFAULT_TOS),
+            expected_dscp=dict(type="int"),
+        ),
+        mutually_exclusive=[("rails", "devices")],
+        required_one_of=[("rails", "devices")],
+        supports_check_mode=True,
+    )
+    p = module.params
+    sysroot = Sysroot()
+    rail_of = {}
+    try:
+        tos = rdma_cm.validate_tos(p["tos"])
+        expected = rdma_cm.validate_dscp(p["expected_dscp"]) if p["expected_dscp"] is not None else None
+        if p["rails"] is not None:
+            pairs = []
+            for rail, ibdev, port in rdma_cm.rail_devices(sysroot, p["rails"]):
+                pairs.append((ibdev, port))
+                rail_of[(ibdev, port)] = rail
+        else:
+            if not p["devices"]:
+                raise ValueError("devices must list at least one RDMA device")
+            if len(set(p["devices"])) != len(p["devices"]):
+                raise ValueError("devices lists a device twice: %s" % ", ".join(p["devices"]))
+            pairs = [(d, None) for d in p["devices"]]
+        pairs = rdma_cm.validate_devices_ports(sysroot, pairs)
+    except (ValueError, rdma_cm.RdmaCmError, rdma_cm.RailError) as e:
+        module.fail_json(msg=str(e))
+
+    for w in rdma_cm.tos_warnings(tos, expected):
+        module.warn(w)
+
+    try:
+        res = rdma_cm.apply_tos(sysroot, pairs, tos, module.check_mode, run=make_runner(module))
+    except (ValueError, rdma_cm.RdmaCmError, OSError, IOError) as e:
+        module.fail_json(msg="setting default_roce_tos failed: %s" % e)
+
+    for entry in res["ports"]:
+        if (entry["device"], entry["port"]) in rail_of:
+            entry["rail"] = rail_of[(entry["device"], entry["port"])]
+    out = dict(changed=res["changed"], ports=res["ports"], configfs=res["configfs"], drift=res["drift"],
+               actions=res["actions"])
+    if module._diff:
+        out["diff"] = dict(before=diff_text(res["ports"], "before"), after=diff_text(res["ports"], "after"),
+                           before_header=rdma_cm.RDMA_CM, after_header=rdma_cm.RDMA_CM)
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()
