@@ -577,7 +577,7 @@ class _Builder(object):
                    "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg\n"
                    "\n[Install]\nWantedBy=multi-user.target\n")
         if fm == "running":
-            procs[2817] = "nv-fabricmanager"
+            procs[2817] = "nv-fabricmanage"  # comm keeps 15 characters
         for pid, comm in procs.items():
             _write(self.p("proc", str(pid), "comm"), comm + "\n", 0o444)
         nvfs = t["nvidia_fs"]
