@@ -15,6 +15,6 @@ LINK = os.path.join(BUILD, "ansible_collections", "gpufabric", "node")
 if not os.path.exists(LINK):
     os.makedirs(os.path.dirname(LINK), exist_ok=True)
     os.symlink(REPO, LINK)
-for p in (BUILD, os.path.join(REPO, "tests", "lab")):
+for p in (BUILD, os.path.join(REPO, "tests", "lab"), HERE):
     if p not in sys.path:
         sys.path.insert(0, p)
