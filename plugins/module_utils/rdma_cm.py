@@ -26,6 +26,9 @@ __metaclass__ = type
 
 import time
 
+from ansible_collections.gpufabric.node.plugins.module_utils import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.sysctl import validate_ifname
+
 CONFIGFS = "/sys/kernel/config"
 RDMA_CM = CONFIGFS + "/rdma_cm"
 IB_CLASS = "/sys/class/infiniband"
@@ -38,6 +41,44 @@ ECN_NAMES = {0: "Not-ECT", 1: "ECT(1)", 2: "ECT(0)", 3: "CE"}
 
 class RdmaCmError(Exception):
     """A failure the caller reports as is (already phrased for a platform engineer)."""
+
+
+class RailError(ValueError):
+    """A rail name that is illegal, unknown, duplicated or has no RDMA device behind it."""
+
+
+def rail_devices(sysroot, rails, with_gid_index=False):
+    """[(rail, ibdev, port)] (plus the RoCE v2 IPv4 GID index when ``with_gid_index``) in the order given.
+
+    The lookup itself is topology.list_rails (one sysfs walk); this adds the checks and the
+    error messages the modules need. Raises RailError naming the rail.
+    """
+    if not rails:
+        raise RailError("rails must list at least one network interface")
+    seen = set()
+    for rail in rails:
+        try:
+            validate_ifname(rail)
+        except ValueError as e:
+            raise RailError(str(e))
+        if rail in seen:
+            raise RailError("rail %s is listed twice" % rail)
+        seen.add(rail)
+        if not sysroot.exists("/sys/class/net/%s" % rail):
+            raise RailError("rail %s does not exist (no /sys/class/net/%s)" % (rail, rail))
+    known = topology.list_rails(sysroot)
+    out = []
+    for rail in rails:
+        ports = [r for r in known if r["netdev"] == rail]
+        if not ports:
+            raise RailError("rail %s has no RDMA device behind it (no %s/*/ports/* names it): is it a RoCE port "
+                            "and is mlx5_ib loaded?" % (rail, IB_CLASS))
+        for r in ports:
+            if with_gid_index:
+                out.append((rail, r["ibdev"], r["port"], r["roce_v2_ipv4_gid_index"]))
+            else:
+                out.append((rail, r["ibdev"], r["port"]))
+    return out
 
 
 def _as_int(value, what):
