@@ -218,6 +218,10 @@ def _validate_value(token, where, arch):
             raise CmdlineError("%s: %r: %s= needs comma-separated sub-options without empty items"
                                % (where, token, key))
         for sub in subs:
+            if _PCI_PATH_RE.match(sub) or _PCI_ID_RE.match(sub):
+                raise CmdlineError(
+                    "%s: %r: %r is a device, not a %s= sub-option; the kernel splits %s= on ',' so "
+                    "separate disable_acs_redir devices with ';'" % (where, token, sub, key, key))
             if arg_key(sub) == "disable_acs_redir":
                 validate_pci_dev_list(arg_value(sub), "%s: %r" % (where, token))
 
@@ -541,7 +545,7 @@ class GrubDropinBackend(object):
                   'if [ "$f" = "%s" ]; then eval "$GPUFABRIC_CANDIDATE" || exit 3; '
                   'else . "$f" || exit 3; fi; done; '
                   'printf "%%s\\0%%s\\0" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"' % self.CANDIDATE)
-        argv = ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"]
+        argv = [self.bin_path("env") or "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"]
         if candidate is not None:
             argv.append("GPUFABRIC_CANDIDATE=%s" % candidate)
         argv += [self.sh, "-c", script, "sh"] + list(files)
