@@ -415,8 +415,8 @@ def test_el_grubby_against_emulator(node, name, options, present, absent, expect
     assert set(c.split_cmdline(nb)[2:]) == set(expected), nb
     for conf in os.listdir(os.path.join(root, "boot/loader/entries")):
         text = open(os.path.join(root, "boot/loader/entries", conf)).read()
-        for arg in present:
-            assert arg in text.split()
+        options = [ln for ln in text.splitlines() if ln.startswith("options ")][0]
+        assert c.deviations(options.split()[1:], present, absent) == [], options
 
     mid = tree_hash(root)
     r2 = _ensure(node, present, absent)
