@@ -1,0 +1,497 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""DCB (DSCP trust, DSCP->priority APP map, PFC, ETS) of the RoCE rails through iproute2 ``dcb``.
+
+Plain Python, no Ansible imports: the ``dcb_qos`` module and the boot-time applier both call
+``apply_dcb(run, rails, desired, check_mode)`` with a runner ``run(argv) -> (rc, out, err)``.
+
+Facts this code relies on (docs/DESIGN.md section 3):
+
+* ``dcb -j`` JSON: APP entries are ``[pid, prio]`` before iproute2 6.5 and ``[pid, prio, " "]``
+  from 6.5 on; entries are read by position.
+* mlx5 has no apptrust callbacks: DSCP trust is implied by the presence of DSCP APP entries
+  (the first one switches the port to DSCP trust, deleting the last returns it to PCP). In DSCP
+  trust the driver lists all 64 DSCP entries; one priority per DSCP (``app add`` replaces).
+* mlx5 toggles the port link whenever ``pfc set`` changes pfc_en: ``pfc set`` is only run when
+  the enabled set differs.
+
+This file is private to the collection: no stable API is promised.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+
+DEFAULT_DSCP_MAP = [{"dscp": 26, "priority": 3}]
+DEFAULT_PFC_PRIORITIES = [3]
+TRUST_CHOICES = ("dscp", "pcp")
+TSA_CHOICES = ("strict", "cbs", "ets", "vendor")
+MIN_DCB_APP_VERSION = (5, 12, 0)
+MIN_APPTRUST_VERSION = (6, 2, 0)
+MLX5_DRIVERS = ("mlx5_core",)
+CONCERN = "dcb"
+
+
+class DcbError(Exception):
+    """dcb could not be run, its output could not be read, or the state did not read back."""
+
+
+class DcbValidationError(ValueError):
+    """The requested configuration is invalid; raised before anything is touched."""
+
+
+# ----------------------------------------------------------------------------------------------
+# input validation
+# ----------------------------------------------------------------------------------------------
+
+def _as_int(value, what):
+    if isinstance(value, bool):
+        raise DcbValidationError("%s must be an integer, not %r" % (what, value))
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise DcbValidationError("%s must be an integer, not %r" % (what, value))
+
+
+def _check_dscp_map(dscp_map):
+    """List of {dscp, priority} -> dict dscp -> priority."""
+    if dscp_map is None:
+        return None
+    if isinstance(dscp_map, dict):
+        raise DcbValidationError("dscp_map must be a list of {dscp, priority} items")
+    out = {}
+    for i, item in enumerate(dscp_map):
+        if not isinstance(item, dict) or set(item) != {"dscp", "priority"}:
+            raise DcbValidationError(
+                "dscp_map item %d must have exactly the keys dscp and priority, got %r" % (i, item))
+        dscp = _as_int(item["dscp"], "dscp_map item %d dscp" % i)
+        prio = _as_int(item["priority"], "dscp_map item %d priority" % i)
+        if not 0 <= dscp <= 63:
+            raise DcbValidationError("DSCP %d is out of range: DSCP values are 0..63" % dscp)
+        if not 0 <= prio <= 7:
+            raise DcbValidationError(
+                "priority %d for DSCP %d is out of range: priorities are 0..7" % (prio, dscp))
+        if dscp in out and out[dscp] != prio:
+            raise DcbValidationError(
+                "DSCP %d is mapped to two priorities (%d and %d): a DSCP can carry one priority"
+                % (dscp, out[dscp], prio))
+        out[dscp] = prio
+    return out
+
+
+def _check_pfc(pfc_priorities):
+    if pfc_priorities is None:
+        pfc_priorities = DEFAULT_PFC_PRIORITIES
+    out = []
+    for p in pfc_priorities:
+        p = _as_int(p, "pfc_priorities item")
+        if not 0 <= p <= 7:
+            raise DcbValidationError("PFC priority %d is out of range: priorities are 0..7" % p)
+        if p in out:
+            raise DcbValidationError("pfc_priorities lists priority %d twice" % p)
+        out.append(p)
+    return sorted(out)
+
+
+def _check_ets(ets):
+    if ets is None:
+        return None
+    if not isinstance(ets, dict):
+        raise DcbValidationError("ets must be a dict with tc_tsa, tc_bw and prio_tc")
+    unknown = set(ets) - {"tc_tsa", "tc_bw", "prio_tc"}
+    missing = {"tc_tsa", "tc_bw", "prio_tc"} - set(ets)
+    if unknown:
+        raise DcbValidationError("ets has unknown keys: %s" % ", ".join(sorted(unknown)))
+    if missing:
+        raise DcbValidationError("ets needs tc_tsa, tc_bw and prio_tc; missing: %s"
+                                 % ", ".join(sorted(missing)))
+    out = {}
+    for key in ("tc_tsa", "tc_bw", "prio_tc"):
+        v = ets[key]
+        if not isinstance(v, (list, tuple)) or len(v) != 8:
+            raise DcbValidationError("ets.%s must list 8 values (one per traffic class or "
+                                     "priority), got %r" % (key, v))
+    tsa = [str(t) for t in ets["tc_tsa"]]
+    for t in tsa:
+        if t not in TSA_CHOICES:
+            raise DcbValidationError("ets.tc_tsa value %r is not one of %s"
+                                     % (t, ", ".join(TSA_CHOICES)))
+    bw = [_as_int(b, "ets.tc_bw item") for b in ets["tc_bw"]]
+    for tc, b in enumerate(bw):
+        if not 0 <= b <= 100:
+            raise DcbValidationError("ets.tc_bw for TC %d is %d%%: percentages are 0..100" % (tc, b))
+    total = sum(bw)
+    if "ets" in tsa and total != 100:
+        raise DcbValidationError("ets.tc_bw sums to %d%%; the bandwidths must sum to 100" % total)
+    if "ets" not in tsa and total not in (0, 100):
+        raise DcbValidationError("ets.tc_bw sums to %d%%; with no ETS traffic class the "
+                                 "bandwidths must sum to 0 or 100" % total)
+    prio_tc = [_as_int(p, "ets.prio_tc item") for p in ets["prio_tc"]]
+    for p, tc in enumerate(prio_tc):
+        if not 0 <= tc <= 7:
+            raise DcbValidationError("ets.prio_tc maps priority %d to TC %d: TCs are 0..7" % (p, tc))
+    out.update(tc_tsa=tsa, tc_bw=bw, prio_tc=prio_tc)
+    return out
+
+
+def normalize_desired(desired):
+    """Validate the desired configuration (option-shaped, JSON-friendly) and normalise it.
+
+    ``desired``: {"dscp_map": [{"dscp", "priority"}] or None, "pfc_priorities": [int] or None,
+    "trust": "dscp"|"pcp", "ets": dict or None}. Missing keys take the defaults. Returns
+    {"dscp_map": {dscp: prio}, "pfc": [sorted prios], "trust": str, "ets": dict or None}.
+    """
+    if desired is None:
+        desired = {}
+    if not isinstance(desired, dict):
+        raise DcbValidationError("desired DCB configuration must be a dict")
+    unknown = set(desired) - {"dscp_map", "pfc_priorities", "trust", "ets"}
+    if unknown:
+        raise DcbValidationError("unknown DCB settings: %s" % ", ".join(sorted(unknown)))
+    trust = desired.get("trust") or "dscp"
+    if trust not in TRUST_CHOICES:
+        raise DcbValidationError("trust must be one of %s, not %r" % (", ".join(TRUST_CHOICES), trust))
+    dscp_map = _check_dscp_map(desired.get("dscp_map"))
+    if dscp_map is None:
+        dscp_map = _check_dscp_map(DEFAULT_DSCP_MAP) if trust == "dscp" else {}
+    if trust == "dscp" and not dscp_map:
+        raise DcbValidationError("trust dscp needs at least one dscp_map entry (on mlx5 the "
+                                 "DSCP entries are what switches the port to DSCP trust)")
+    if trust == "pcp" and dscp_map:
+        raise DcbValidationError("trust pcp cannot be combined with dscp_map entries: PCP trust "
+                                 "means the port ignores DSCP; give an empty dscp_map")
+    return {"dscp_map": dscp_map, "pfc": _check_pfc(desired.get("pfc_priorities")),
+            "trust": trust, "ets": _check_ets(desired.get("ets"))}
+
+
+def validate_rails(sysroot, rails):
+    """Rails are netdev names that must exist in /sys/class/net."""
+    if not rails:
+        raise DcbValidationError("rails must list at least one network interface")
+    seen = set()
+    missing = []
+    for r in rails:
+        if not isinstance(r, str) or not r or "/" in r or len(r) >= 16:
+            raise DcbValidationError("rail %r is not a valid network interface name" % (r,))
+        if r in seen:
+            raise DcbValidationError("rails lists %s twice" % r)
+        seen.add(r)
+        if not sysroot.exists("/sys/class/net/%s" % r):
+            missing.append(r)
+    if missing:
+        raise DcbValidationError("unknown rail(s) %s: no such network interface in "
+                                 "/sys/class/net" % ", ".join(missing))
+    return list(rails)
+
+
+def driver_of(sysroot, netdev):
+    return sysroot.readlink_name("/sys/class/net/%s/device/driver" % netdev)
+
+
+# ----------------------------------------------------------------------------------------------
+# dcb output parsing
+# ----------------------------------------------------------------------------------------------
+
+def parse_version(text):
+    """'dcb utility, iproute2-6.1.0' -> (6, 1, 0); also 'iproute2-v6.5.0-12-g…'."""
+    m = re.search(r"iproute2-v?(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    if not m:
+        raise DcbError("cannot read the iproute2 version from %r" % (text or "").strip())
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+
+
+def _loads(text, what):
+    text = (text or "").strip()
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise DcbError("cannot parse the JSON of %s: %s" % (what, e))
+    if not isinstance(data, dict):
+        raise DcbError("unexpected JSON from %s: %r" % (what, data))
+    return data
+
+
+def _entries(data, key, what):
+    out = []
+    for e in data.get(key, []) or []:
+        if not isinstance(e, list) or len(e) < 2:
+            raise DcbError("unexpected %s entry %r in %s" % (key, e, what))
+        # Entries by position: [pid, prio] (< 6.5) or [pid, prio, " "] (>= 6.5).
+        out.append((e[0], int(e[1])))
+    return out
+
+
+def parse_app(text):
+    """``dcb -j app show dev X`` -> {"dscp": {dscp: [prios]}, "pcp": {pcp: [prios]}, "count"}."""
+    data = _loads(text, "dcb app show")
+    dscp = {}
+    for pid, prio in _entries(data, "dscp_prio", "dcb app show"):
+        dscp.setdefault(int(pid), []).append(prio)
+    pcp = {}
+    for pid, prio in _entries(data, "pcp_prio", "dcb app show"):
+        pcp.setdefault(str(pid), []).append(prio)
+    for v in dscp.values():
+        v.sort()
+    return {"dscp": dscp, "pcp": pcp, "count": sum(len(v) for v in dscp.values())}
+
+
+def parse_pfc(text):
+    data = _loads(text, "dcb pfc show")
+    if "prio_pfc" not in data:
+        raise DcbError("dcb pfc show printed no prio_pfc: %r" % (text or "").strip())
+    prio_pfc = [bool(v) for v in data["prio_pfc"]]
+    return {"pfc_cap": data.get("pfc_cap"), "delay": data.get("delay"),
+            "macsec_bypass": data.get("macsec_bypass"), "prio_pfc": prio_pfc,
+            "enabled": [i for i, v in enumerate(prio_pfc) if v],
+            "requests": data.get("requests"), "indications": data.get("indications")}
+
+
+def parse_ets(text):
+    data = _loads(text, "dcb ets show")
+    for key in ("tc_tsa", "tc_bw", "prio_tc"):
+        if key not in data:
+            raise DcbError("dcb ets show printed no %s" % key)
+    return {"tc_tsa": list(data["tc_tsa"]), "tc_bw": [int(v) for v in data["tc_bw"]],
+            "prio_tc": [int(v) for v in data["prio_tc"]], "willing": data.get("willing")}
+
+
+def parse_apptrust(text):
+    data = _loads(text, "dcb apptrust show")
+    return [str(s) for s in data.get("order", [])]
+
+
+def trust_of(app, apptrust):
+    """Effective trust: apptrust order where the driver has it, else DSCP entries (mlx5)."""
+    if apptrust is not None:
+        for sel in apptrust:
+            if sel in TRUST_CHOICES:
+                return sel
+        return "pcp"
+    return "dscp" if app["dscp"] else "pcp"
+
+
+# ----------------------------------------------------------------------------------------------
+# read / plan / apply
+# ----------------------------------------------------------------------------------------------
+
+def _run(run, argv):
+    try:
+        rc, out, err = run(argv)
+    except OSError as e:
+        raise DcbError("cannot run %s: %s" % (argv[0], e))
+    return rc, out, err
+
+
+def _query(run, argv):
+    rc, out, err = _run(run, argv)
+    if rc != 0:
+        raise DcbError("%s failed (rc=%s): %s" % (" ".join(argv), rc, (err or out or "").strip()))
+    return out
+
+
+def dcb_version(run):
+    """iproute2 version of the dcb binary; fails when missing or older than 5.12."""
+    rc, out, err = _run(run, ["dcb", "-V"])
+    if rc != 0:
+        raise DcbError("dcb -V failed (rc=%s): %s; install iproute2 >= 5.12"
+                       % (rc, (err or out or "").strip()))
+    version = parse_version(out or err)
+    if version < MIN_DCB_APP_VERSION:
+        raise DcbError("dcb of iproute2 %s is too old: 'dcb app' needs iproute2 >= 5.12"
+                       % ".".join(str(v) for v in version))
+    return version
+
+
+def probe_apptrust(run, netdev, driver, version):
+    """True when ``dcb apptrust`` works on this device (tried once, never on mlx5)."""
+    if driver in MLX5_DRIVERS or version < MIN_APPTRUST_VERSION:
+        return False
+    rc, out, err = _run(run, ["dcb", "-j", "apptrust", "show", "dev", netdev])
+    if rc != 0:
+        return False
+    try:
+        parse_apptrust(out)
+    except DcbError:
+        return False
+    return True
+
+
+def read_rail(run, netdev, with_ets=False, apptrust=False):
+    """Current DCB state of one rail: one dcb process per object."""
+    app = parse_app(_query(run, ["dcb", "-j", "app", "show", "dev", netdev]))
+    pfc = parse_pfc(_query(run, ["dcb", "-j", "pfc", "show", "dev", netdev]))
+    ets = parse_ets(_query(run, ["dcb", "-j", "ets", "show", "dev", netdev])) if with_ets else None
+    order = parse_apptrust(_query(run, ["dcb", "-j", "apptrust", "show", "dev", netdev])) \
+        if apptrust else None
+    return {"app": app, "pfc": pfc, "ets": ets, "apptrust": order,
+            "trust": trust_of(app, order)}
+
+
+def _ets_matches(cur, want):
+    if cur is None:
+        return False
+    if cur["tc_tsa"] != want["tc_tsa"] or cur["prio_tc"] != want["prio_tc"]:
+        return False
+    # Drivers report non-ETS classes' bandwidth differently (mlx5: 100%): compare ETS ones.
+    return all(cur["tc_bw"][tc] == want["tc_bw"][tc]
+               for tc in range(8) if want["tc_tsa"][tc] == "ets")
+
+
+def _dscp_value(prios):
+    if not prios:
+        return None
+    return prios[0] if len(prios) == 1 else list(prios)
+
+
+def plan_rail(netdev, current, desired, driver=None, apptrust=False):
+    """Return (commands, drift) for one rail; commands are argv lists, minimal and ordered."""
+    cmds = []
+    drift = []
+
+    def add_drift(key, cur, want):
+        drift.append({"concern": CONCERN, "object": netdev, "key": key,
+                      "current": cur, "desired": want})
+
+    app = current["app"]
+    if current["trust"] != desired["trust"]:
+        add_drift("trust", current["trust"], desired["trust"])
+    entries = []
+    remap = False
+    for dscp in sorted(desired["dscp_map"]):
+        prio = desired["dscp_map"][dscp]
+        cur = app["dscp"].get(dscp, [])
+        if cur != [prio]:
+            add_drift("dscp_prio:%d" % dscp, _dscp_value(cur), prio)
+            entries.append("%d:%d" % (dscp, prio))
+            if cur:
+                remap = True
+    if entries:
+        # mlx5 keeps one priority per DSCP (add replaces in hardware); the generic dcbnl table
+        # keeps every (dscp, prio) pair, so a remap there needs "replace".
+        verb = "add" if (driver in MLX5_DRIVERS or not remap) else "replace"
+        cmds.append(["dcb", "app", verb, "dev", netdev, "dscp-prio"] + entries)
+    if desired["trust"] == "pcp" and app["dscp"]:
+        cmds.append(["dcb", "app", "flush", "dev", netdev, "dscp-prio"])
+    if apptrust and current["trust"] != desired["trust"]:
+        cmds.append(["dcb", "apptrust", "set", "dev", netdev, "order", desired["trust"]])
+    if current["pfc"]["enabled"] != desired["pfc"]:
+        add_drift("pfc", current["pfc"]["enabled"], desired["pfc"])
+        cmds.append(["dcb", "pfc", "set", "dev", netdev, "prio-pfc", "all:off"]
+                    + ["%d:on" % p for p in desired["pfc"]])
+    want_ets = desired.get("ets")
+    if want_ets is not None and not _ets_matches(current.get("ets"), want_ets):
+        cur = current.get("ets")
+        add_drift("ets", None if cur is None else {k: cur[k] for k in ("tc_tsa", "tc_bw", "prio_tc")},
+                  want_ets)
+        cmds.append(["dcb", "ets", "set", "dev", netdev]
+                    + ["tc-tsa"] + ["%d:%s" % (tc, t) for tc, t in enumerate(want_ets["tc_tsa"])]
+                    + ["tc-bw"] + ["%d:%d" % (tc, b) for tc, b in enumerate(want_ets["tc_bw"])]
+                    + ["prio-tc"] + ["%d:%d" % (p, tc) for p, tc in enumerate(want_ets["prio_tc"])])
+    return cmds, drift
+
+
+def summarize(current, desired):
+    """Readable per-rail view used for before/after and the diff."""
+    out = {"trust": current["trust"],
+           "dscp_prio": dict((str(d), _dscp_value(current["app"]["dscp"].get(d, [])))
+                             for d in sorted(desired["dscp_map"])),
+           "dscp_entries": current["app"]["count"],
+           "pfc": current["pfc"]["enabled"]}
+    if current.get("apptrust") is not None:
+        out["apptrust"] = current["apptrust"]
+    if current.get("ets") is not None:
+        out["ets"] = dict((k, current["ets"][k]) for k in ("tc_tsa", "tc_bw", "prio_tc"))
+    return out
+
+
+def apply_dcb(run, rails, desired, check_mode, sysroot=None):
+    """Validate, read every rail, plan, apply (unless check mode), read back and verify.
+
+    Returns {"changed", "rails": [per-rail result], "drift", "commands", "dcb_version"}.
+    Raises DcbValidationError before anything is run for bad input, DcbError on failures.
+    """
+    if sysroot is None:
+        sysroot = Sysroot()
+    want = normalize_desired(desired)
+    rails = validate_rails(sysroot, rails)
+    version = dcb_version(run)
+    with_ets = want["ets"] is not None
+    results = []
+    all_drift = []
+    all_cmds = []
+    for netdev in rails:
+        driver = driver_of(sysroot, netdev)
+        apptrust = probe_apptrust(run, netdev, driver, version)
+        before = read_rail(run, netdev, with_ets=with_ets, apptrust=apptrust)
+        cmds, drift = plan_rail(netdev, before, want, driver=driver, apptrust=apptrust)
+        all_drift.extend(drift)
+        results.append({"rail": netdev, "driver": driver, "apptrust_supported": apptrust,
+                        "before": summarize(before, want), "commands": cmds,
+                        "changed": bool(cmds), "_before": before})
+    if not check_mode:
+        for res in results:
+            netdev = res["rail"]
+            for argv in res["commands"]:
+                rc, out, err = _run(run, argv)
+                if rc != 0:
+                    raise DcbError("%s failed on rail %s (rc=%s): %s"
+                                   % (" ".join(argv), netdev, rc, (err or out or "").strip()))
+            if res["commands"]:
+                after = read_rail(run, netdev, with_ets=with_ets, apptrust=res["apptrust_supported"])
+                _, left = plan_rail(netdev, after, want, driver=res["driver"],
+                                    apptrust=res["apptrust_supported"])
+                if left:
+                    raise DcbError(
+                        "rail %s does not read back as configured after %s: %s"
+                        % (netdev, "; ".join(" ".join(c) for c in res["commands"]),
+                           ", ".join("%s is %r, wanted %r" % (d["key"], d["current"], d["desired"])
+                                     for d in left)))
+                res["after"] = summarize(after, want)
+            else:
+                res["after"] = res["before"]
+    for res in results:
+        before = res.pop("_before")
+        if check_mode:
+            res["after"] = _predicted(before, want) if res["commands"] else res["before"]
+        all_cmds.extend(res["commands"])
+    return {"changed": any(r["changed"] for r in results), "rails": results,
+            "drift": all_drift, "commands": all_cmds,
+            "dcb_version": ".".join(str(v) for v in version)}
+
+
+def _predicted(before, want):
+    """What check mode expects the rail to read back as after applying."""
+    s = summarize(before, want)
+    s["trust"] = want["trust"]
+    for d, p in want["dscp_map"].items():
+        s["dscp_prio"][str(d)] = p
+    s["pfc"] = list(want["pfc"])
+    if want["ets"] is not None:
+        s["ets"] = dict(want["ets"])
+    if "apptrust" in s and before["trust"] != want["trust"]:
+        s["apptrust"] = [want["trust"]]
+    s.pop("dscp_entries", None)
+    return s
+
+
+def diff_text(results, key):
+    lines = []
+    for r in results:
+        s = r.get(key) or {}
+        lines.append("%s trust=%s pfc=%s %s\n" % (
+            r["rail"], s.get("trust"), ",".join(str(p) for p in s.get("pfc", [])) or "none",
+            " ".join("dscp%s->%s" % (d, p) for d, p in sorted(s.get("dscp_prio", {}).items(),
+                                                            key=lambda kv: int(kv[0])))))
+        if s.get("ets") is not None:
+            lines.append("%s ets tsa=%s bw=%s prio_tc=%s\n" % (
+                r["rail"], ",".join(s["ets"]["tc_tsa"]), ",".join(str(b) for b in s["ets"]["tc_bw"]),
+                ",".join(str(t) for t in s["ets"]["prio_tc"])))
+    return "".join(lines)
