@@ -189,15 +189,12 @@ class PciScan(object):
             return self._roles[bdf]
         cfg = self.config(bdf)
         role = None
-        if isinstance(cfg, pci.ConfigSpace) and len(cfg) >= 0x40:
-            name = cfg.port_type_name
+        if isinstance(cfg, pci.ConfigSpace) and len(cfg) >= pci.PCI_CFG_SPACE_SIZE:
             role = {"root_port": "root_port", "upstream": "upstream", "downstream": "downstream",
-                    "pcie_to_pci_bridge": "bridge", "pci_to_pcie_bridge": "bridge",
-                    "pci_bridge": "bridge"}.get(name)
-            if role is None and len(cfg) > 0x40:
+                    "endpoint": "endpoint", "legacy_endpoint": "endpoint",
+                    "rc_integrated_endpoint": "endpoint"}.get(cfg.port_type_name)
+            if role is None:
                 role = "bridge" if cfg.is_bridge else "endpoint"
-            if role is None and not cfg.is_bridge:
-                role = "endpoint"
         if role is None:
             dev = self.devices.get(bdf)
             if dev is None or not dev.is_bridge_class:
