@@ -773,6 +773,11 @@ class GrubbyBackend(object):
                     added, removed = token_diff(e["tokens"], new)
                     self.todo.append((e["kernel"], added, removed))
             if not self.todo:
+                # report what grubby really wrote (it appends new arguments at the end)
+                for e in ents:
+                    if e["kernel"] == self.default["kernel"]:
+                        plan.after = list(e["tokens"])
+                        plan.added, plan.removed = token_diff(plan.before, plan.after)
                 return
             for argv in self._commands(len(ents)):
                 plan.actions.append(" ".join(argv[1:]))
