@@ -36,6 +36,8 @@ DEFAULT_TOS = 106
 DEFAULT_DSCP = 26
 PORTS_WAIT_S = 2.0
 PORTS_POLL_S = 0.02
+_sleep = time.sleep
+_clock = time.monotonic
 ECN_NAMES = {0: "Not-ECT", 1: "ECT(1)", 2: "ECT(0)", 3: "CE"}
 
 
@@ -203,8 +205,8 @@ def _tos_attr(ibdev, port):
 
 def wait_for_ports(sysroot, ibdev, ports, timeout=PORTS_WAIT_S, sleep=None, clock=None):
     """Wait until ``ports/<n>/default_roce_tos`` exists for each port; RdmaCmError on timeout."""
-    sleep = sleep or time.sleep
-    clock = clock or time.monotonic
+    sleep = sleep or _sleep
+    clock = clock or _clock
     deadline = clock() + timeout
     while True:
         missing = [p for p in ports if not sysroot.exists(_tos_attr(ibdev, p))]
