@@ -1,0 +1,337 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The desired-state store of the runtime-only settings: ``/etc/gpufabric/state.json``.
+
+Runtime-only state (DCB, rdma_cm ``default_roce_tos``, ACS applied at runtime, nvidia-fs
+``rw_stats_enabled``) is lost at reboot and ToS also at every RDMA device registration. The
+modules that apply such state call :func:`record` after a successful apply; the boot-time applier
+(``applier.py``) reads the file with :func:`load` and applies it again with the same module_utils.
+
+Schema (``version`` 1), one section per concern, each optional::
+
+    {"version": 1,
+     "dcb":       {"rails": ["ens1np0", ...], "dscp_map": [{"dscp": 26, "priority": 3}],
+                   "pfc_priorities": [3], "trust": "dscp", "ets": null},
+     "rdma_cm":   {"rails": ["ens1np0", ...]  or  "devices": ["mlx5_0", ...], "tos": 106},
+     "acs":       {"bridges": [{"path": "0000:15:01.0/00.0", "bdf": "0000:16:00.0"}, ...],
+                   "clear_bits": 44},
+     "nvidia_fs": {"rw_stats_enabled": 1},
+     "routing":   {"state_file": "/etc/gpufabric/routing.json"}}
+
+``dcb`` holds the ``dcb_qos`` options (validated by ``dcb.normalize_desired``, the same code the
+module uses; :func:`dcb_desired` turns the section back into ``apply_dcb``'s argument).
+``rdma_cm`` keeps what the module was given: rail names survive RDMA device renames, device
+names are used as they are. ``acs`` keeps each bridge in the kernel's path form (survives bus
+renumbering) and the BDF it had when recorded. ``routing`` only points at the routing module's
+own state file (``routing.py`` owns its format); the applier loads that file.
+
+Every section is validated and normalised (sorted, de-duplicated) before it is stored, so the
+same desired state always renders to the same bytes and :func:`record` reports ``changed``
+only when the desired state really changed. The file is written atomically and a lock file
+serialises concurrent writers. Plain Python: no Ansible imports.
+This file is private to the collection: no stable API is promised.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+import os
+import re
+
+from ansible_collections.gpufabric.node.plugins.module_utils import dcb, pci, rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils.sysctl import validate_ifname
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - every Linux Python has it
+    fcntl = None
+
+STATE_DIR = "/etc/gpufabric"
+STATE_FILE = STATE_DIR + "/state.json"
+LOCK_FILE = STATE_DIR + "/.state.lock"
+SCHEMA_VERSION = 1
+CONCERNS = ("dcb", "rdma_cm", "acs", "nvidia_fs", "routing")
+ROUTING_STATE_FILE = STATE_DIR + "/routing.json"
+
+_IBDEV_RE = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
+_BDF_RE = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+_PATH_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](/[0-9a-fA-F]{2}\.[0-7])*$")
+
+
+class StateError(Exception):
+    """The state file exists but cannot be used (unreadable, not JSON, unknown version, invalid)."""
+
+
+# --- validation ------------------------------------------------------------------------------------
+
+def _int(value, what, lo, hi):
+    if isinstance(value, bool) or isinstance(value, float):
+        raise ValueError("%s must be an integer %d..%d (got %r)" % (what, lo, hi, value))
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise ValueError("%s must be an integer %d..%d (got %r)" % (what, lo, hi, value))
+    if not lo <= v <= hi:
+        raise ValueError("%s must be %d..%d (got %d)" % (what, lo, hi, v))
+    return v
+
+
+def _ifname(name, what):
+    try:
+        return validate_ifname(name)
+    except ValueError as e:
+        raise ValueError("%s: %s" % (what, e))
+
+
+def _names(values, what, check):
+    if isinstance(values, str) or not isinstance(values, (list, tuple)) or not values:
+        raise ValueError("%s must be a non-empty list (got %r)" % (what, values))
+    out = []
+    for v in values:
+        check(v, what)
+        if v in out:
+            raise ValueError("%s lists %s twice" % (what, v))
+        out.append(v)
+    return sorted(out, key=_natural)
+
+
+def _natural(name):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def _ibdev(name, what):
+    if not isinstance(name, str) or not _IBDEV_RE.match(name) or name in (".", ".."):
+        raise ValueError("%s: %r is not an RDMA device name" % (what, name))
+    return name
+
+
+def _only_keys(data, concern, allowed):
+    if not isinstance(data, dict):
+        raise ValueError("%s: state must be a mapping (got %r)" % (concern, data))
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise ValueError("%s: unknown key(s) %s (known: %s)" % (concern, ", ".join(unknown), ", ".join(allowed)))
+
+
+def _validate_dcb(data):
+    """DCB as the dcb_qos options (dcb.normalize_desired validates them) plus the rails."""
+    _only_keys(data, "dcb", ("rails", "dscp_map", "pfc_priorities", "trust", "ets"))
+    rails = _names(data.get("rails"), "dcb.rails", _ifname)
+    desired = dict((k, data.get(k)) for k in ("dscp_map", "pfc_priorities", "trust", "ets"))
+    try:
+        want = dcb.normalize_desired(desired)
+    except dcb.DcbValidationError as e:
+        raise ValueError("dcb: %s" % e)
+    return {"rails": rails,
+            "dscp_map": [{"dscp": d, "priority": want["dscp_map"][d]} for d in sorted(want["dscp_map"])],
+            "pfc_priorities": list(want["pfc"]), "trust": want["trust"], "ets": want["ets"]}
+
+
+def dcb_desired(section):
+    """The ``desired`` argument of dcb.apply_dcb from a recorded dcb section."""
+    return dict((k, section.get(k)) for k in ("dscp_map", "pfc_priorities", "trust", "ets"))
+
+
+def _validate_rdma_cm(data):
+    _only_keys(data, "rdma_cm", ("rails", "devices", "tos"))
+    has_rails = data.get("rails") is not None
+    has_devices = data.get("devices") is not None
+    if has_rails == has_devices:
+        raise ValueError("rdma_cm: give exactly one of rails and devices")
+    try:
+        out = {"tos": rdma_cm.validate_tos(data.get("tos"))}
+    except ValueError as e:
+        raise ValueError("rdma_cm: %s" % e)
+    if has_rails:
+        out["rails"] = _names(data["rails"], "rdma_cm.rails", _ifname)
+    else:
+        out["devices"] = _names(data["devices"], "rdma_cm.devices", _ibdev)
+    return out
+
+
+def normalize_bdf(text):
+    """'15:01.0' or '0000:15:01.0' -> '0000:15:01.0'; ValueError otherwise."""
+    s = str(text).strip().lower()
+    if s.count(":") == 1:
+        s = "0000:" + s
+    if not _BDF_RE.match(s):
+        raise ValueError("%r is not a PCI address (<domain>:<bus>:<dev>.<fn>)" % (text,))
+    return s
+
+
+def _validate_acs(data):
+    _only_keys(data, "acs", ("bridges", "clear_bits"))
+    bridges = data.get("bridges")
+    if isinstance(bridges, (str, dict)) or not isinstance(bridges, (list, tuple)) or not bridges:
+        raise ValueError("acs.bridges must be a non-empty list of {path, bdf} (got %r)" % (bridges,))
+    out = []
+    seen = set()
+    for b in bridges:
+        if not isinstance(b, dict) or set(b) - {"path", "bdf"} or not b.get("path"):
+            raise ValueError("acs.bridges entries must be {path: <kernel path form>, bdf: <address>} (got %r)" % (b,))
+        path = str(b["path"]).strip().lower()
+        if not _PATH_RE.match(path):
+            raise ValueError("acs bridge path %r is not in the kernel's path form "
+                             "<domain>:<bus>:<dev>.<fn>[/<dev>.<fn>...]" % (b["path"],))
+        if path in seen:
+            raise ValueError("acs.bridges lists %s twice" % path)
+        seen.add(path)
+        entry = {"path": path}
+        entry["bdf"] = normalize_bdf(b["bdf"]) if b.get("bdf") else None
+        out.append(entry)
+    clear = data.get("clear_bits")
+    if isinstance(clear, (list, tuple, str)):
+        clear = pci.encode_acs(clear)
+    clear = _int(clear, "acs.clear_bits", 1, 0x7F)
+    return {"bridges": sorted(out, key=lambda e: e["path"]), "clear_bits": clear}
+
+
+def _validate_nvidia_fs(data):
+    _only_keys(data, "nvidia_fs", ("rw_stats_enabled",))
+    if "rw_stats_enabled" not in data:
+        raise ValueError("nvidia_fs: rw_stats_enabled is required")
+    v = data["rw_stats_enabled"]
+    if isinstance(v, bool):
+        v = int(v)
+    return {"rw_stats_enabled": _int(v, "nvidia_fs.rw_stats_enabled", 0, 1)}
+
+
+def _validate_routing(data):
+    _only_keys(data, "routing", ("state_file",))
+    path = data.get("state_file", ROUTING_STATE_FILE)
+    if not isinstance(path, str) or not path.startswith("/") or "/../" in path + "/":
+        raise ValueError("routing.state_file must be an absolute path (got %r)" % (path,))
+    return {"state_file": os.path.normpath(path)}
+
+
+_VALIDATORS = {
+    "dcb": _validate_dcb,
+    "rdma_cm": _validate_rdma_cm,
+    "acs": _validate_acs,
+    "nvidia_fs": _validate_nvidia_fs,
+    "routing": _validate_routing,
+}
+
+
+def validate_section(concern, data):
+    """Normalised copy of one section; ValueError naming the concern and the bad key."""
+    if concern not in _VALIDATORS:
+        raise ValueError("unknown concern %r (known: %s)" % (concern, ", ".join(CONCERNS)))
+    return _VALIDATORS[concern](copy.deepcopy(data))
+
+
+def validate(state):
+    """Normalised copy of a whole state document; ValueError when anything is off."""
+    if not isinstance(state, dict):
+        raise ValueError("state must be a JSON object")
+    if state.get("version") != SCHEMA_VERSION:
+        raise ValueError("unknown state version %r (this code reads version %d)"
+                         % (state.get("version"), SCHEMA_VERSION))
+    unknown = sorted(set(state) - set(CONCERNS) - {"version"})
+    if unknown:
+        raise ValueError("unknown section(s) %s (known: %s)" % (", ".join(unknown), ", ".join(CONCERNS)))
+    out = {"version": SCHEMA_VERSION}
+    for concern in CONCERNS:
+        if state.get(concern) is not None:
+            out[concern] = validate_section(concern, state[concern])
+    return out
+
+
+# --- file --------------------------------------------------------------------------------------------
+
+def empty():
+    return {"version": SCHEMA_VERSION}
+
+
+def render(state):
+    """Canonical text of a (validated) state document."""
+    return json.dumps(state, indent=2, sort_keys=True) + "\n"
+
+
+def load(sysroot, path=STATE_FILE):
+    """The validated state document; ``{"version": 1}`` when the file does not exist.
+
+    Raises StateError (with the path and what is wrong) when it exists but cannot be used.
+    """
+    real = sysroot.path(path)
+    if not os.path.exists(real):
+        return empty()
+    try:
+        with open(real, "r") as f:
+            raw = f.read()
+    except (IOError, OSError, UnicodeDecodeError) as e:
+        raise StateError("cannot read %s: %s" % (path, e))
+    try:
+        doc = json.loads(raw)
+    except ValueError as e:
+        raise StateError("%s is not valid JSON (%s): rerun the playbook to rewrite it" % (path, e))
+    try:
+        return validate(doc)
+    except ValueError as e:
+        raise StateError("%s: %s" % (path, e))
+
+
+class _Lock(object):
+    """flock on the store's lock file (no-op in check mode or without fcntl)."""
+
+    def __init__(self, sysroot, enabled, path=LOCK_FILE):
+        self.sysroot = sysroot
+        self.enabled = enabled and fcntl is not None
+        self.path = path
+        self.fd = None
+
+    def __enter__(self):
+        if self.enabled:
+            self.sysroot.makedirs(os.path.dirname(self.path))
+            self.fd = os.open(self.sysroot.path(self.path), os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+        return False
+
+
+def plan_record(sysroot, concern, data, path=STATE_FILE):
+    """(changed, before_text, after_text) of recording ``data`` (None removes the section)."""
+    if concern not in CONCERNS:
+        raise ValueError("unknown concern %r (known: %s)" % (concern, ", ".join(CONCERNS)))
+    section = None if data is None else validate_section(concern, data)
+    before_text = sysroot.read_raw(path, None)
+    try:
+        current = load(sysroot, path)
+    except StateError:
+        # A corrupt file is replaced by a valid one holding this section: the modules that own the
+        # other sections record them again on their next run.
+        current = empty()
+    after = copy.deepcopy(current)
+    if section is None:
+        after.pop(concern, None)
+    else:
+        after[concern] = section
+    after_text = render(after)
+    return before_text != after_text, before_text or "", after_text
+
+
+def record(sysroot, concern, data, check_mode, path=STATE_FILE):
+    """Store ``data`` as the desired state of ``concern``; True when the file changed (or would).
+
+    ``data`` None removes the section. ValueError for invalid data (nothing is written).
+    """
+    with _Lock(sysroot, not check_mode):
+        changed, _before, after = plan_record(sysroot, concern, data, path)
+        if changed and not check_mode:
+            sysroot.write_file_atomic(path, after, 0o644)
+    return changed
+
+
+def forget(sysroot, concern, check_mode, path=STATE_FILE):
+    """Remove the section of ``concern``; True when it was there."""
+    return record(sysroot, concern, None, check_mode, path)
