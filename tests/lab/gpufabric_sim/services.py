@@ -1,0 +1,539 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""``systemctl`` and ``udevadm`` of the simulated node: just enough systemd and udev for the roles.
+
+They run inside the node (the login's PATH puts them first) and act on units below
+``<root>/etc/systemd/system`` (also ``run/``, ``usr/lib/``, ``lib/`` systemd dirs) and rules below
+``<root>/etc/udev/rules.d``. Mutating actions are journaled, one line each, in
+``<root>/var/lib/gpufabric-sim/actions.log``; runtime unit state (active/failed, loaded unit hashes)
+lives in ``<root>/run/gpufabric-sim/systemd.json`` and is cleared by a simulated reboot like /run.
+Command output of started units goes to ``<root>/var/log/gpufabric-sim/<unit>.log``.
+
+systemctl verbs: daemon-reload, enable, disable (both with --now), is-enabled, is-active, is-failed,
+start, stop, restart, try-restart, reload-or-restart, show (-p/--property, --value), status, cat.
+udevadm verbs: control (--reload), trigger (runs RUN of matching rules for infiniband devices with
+--action, default "change"), settle.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import glob
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from gpufabric_sim import bootsim
+
+UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "usr/local/lib/systemd/system",
+             "usr/lib/systemd/system", "lib/systemd/system")
+
+
+def sysroot():
+    root = os.environ.get("GPUFABRIC_SYSROOT")
+    if not root or not os.path.isdir(root) or os.path.abspath(root) == "/":
+        raise SystemExit("gpufabric-sim: GPUFABRIC_SYSROOT must name a simulated node's root")
+    return os.path.abspath(root)
+
+
+def journal(root, line):
+    d = os.path.join(root, "var", "lib", "gpufabric-sim")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "actions.log"), "a") as f:
+        f.write(line.rstrip("\n") + "\n")
+
+
+def _state_path(root):
+    return os.path.join(root, "run", "gpufabric-sim", "systemd.json")
+
+
+def load_state(root):
+    try:
+        with open(_state_path(root)) as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        state = {}
+    state.setdefault("loaded", {})
+    state.setdefault("units", {})
+    return state
+
+
+def save_state(root, state):
+    path = _state_path(root)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(state, f, indent=1, sort_keys=True)
+    os.rename(tmp, path)
+
+
+def unit_name(name):
+    return name if "." in name else name + ".service"
+
+
+def find_unit(root, unit):
+    for d in UNIT_DIRS:
+        p = os.path.join(root, d, unit)
+        if os.path.isfile(p):
+            return p
+    return None
+
+
+def _file_hash(path):
+    h = hashlib.sha256()
+    for p in [path] + sorted(glob.glob(path + ".d/*.conf")):
+        with open(p, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def wants_links(root, unit):
+    """Host-absolute paths of the enablement symlinks of ``unit``."""
+    out = []
+    base = os.path.join(root, "etc", "systemd", "system")
+    for d in sorted(glob.glob(os.path.join(base, "*.wants")) + glob.glob(os.path.join(base, "*.requires"))):
+        link = os.path.join(d, unit)
+        if os.path.islink(link):
+            out.append("/" + os.path.relpath(link, root))
+    return out
+
+
+def enabled_units(root):
+    """Units enabled in <root>/etc/systemd/system/*.wants|*.requires, sorted, without duplicates."""
+    base = os.path.join(root, "etc", "systemd", "system")
+    units = set()
+    for d in glob.glob(os.path.join(base, "*.wants")) + glob.glob(os.path.join(base, "*.requires")):
+        for name in os.listdir(d):
+            if os.path.islink(os.path.join(d, name)):
+                units.add(name)
+    return sorted(units)
+
+
+class Systemctl(object):
+    def __init__(self, root, out=None, err=None, runner=None):
+        self.root = root
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.runner = runner
+
+    # -- helpers
+    def _unit_state(self, state, unit):
+        u = state["units"].get(unit, {})
+        st = u.get("state", "inactive")
+        pid = u.get("pid")
+        if st == "active" and pid:
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                st = "inactive"
+        return st
+
+    def _sections(self, unit):
+        path = find_unit(self.root, unit)
+        return (path, bootsim.read_unit(path)) if path else (None, None)
+
+    def _ensure_loaded(self, state, unit, path):
+        h = _file_hash(path)
+        old = state["loaded"].get(unit)
+        if old is None:
+            state["loaded"][unit] = h
+        elif old != h:
+            self.err.write("Warning: The unit file, source configuration file or drop-ins of %s changed on "
+                           "disk. Run 'systemctl daemon-reload' to reload units.\n" % unit)
+
+    def _log(self, unit):
+        d = os.path.join(self.root, "var", "log", "gpufabric-sim")
+        os.makedirs(d, exist_ok=True)
+        return open(os.path.join(d, unit + ".log"), "ab")
+
+    # -- verbs
+    def daemon_reload(self, _units):
+        state = load_state(self.root)
+        loaded = {}
+        for d in UNIT_DIRS:
+            for p in sorted(glob.glob(os.path.join(self.root, d, "*.service"))):
+                loaded.setdefault(os.path.basename(p), _file_hash(p))
+        state["loaded"] = loaded
+        save_state(self.root, state)
+        journal(self.root, "systemctl daemon-reload")
+        return 0
+
+    def enable(self, units, now=False):
+        rc = 0
+        for unit in units:
+            path, sec = self._sections(unit)
+            if not path:
+                self.err.write("Failed to enable unit: Unit file %s does not exist.\n" % unit)
+                rc = 1
+                continue
+            targets = [("%s.wants" % t) for v in bootsim.unit_values(sec, "Install", "WantedBy") for t in v.split()]
+            targets += [("%s.requires" % t) for v in bootsim.unit_values(sec, "Install", "RequiredBy")
+                        for t in v.split()]
+            if not targets:
+                self.err.write("The unit files have no installation config (WantedBy=, RequiredBy=, Also=,\n"
+                               "Alias= settings in the [Install] section, and DefaultInstance= for template\n"
+                               "units). This means they are not meant to be enabled or disabled using systemctl.\n")
+                continue
+            target_path = "/" + os.path.relpath(path, self.root)
+            for t in targets:
+                d = os.path.join(self.root, "etc", "systemd", "system", t)
+                link = os.path.join(d, unit)
+                if os.path.islink(link) and os.readlink(link) == target_path:
+                    continue
+                os.makedirs(d, exist_ok=True)
+                if os.path.lexists(link):
+                    os.unlink(link)
+                os.symlink(target_path, link)
+                self.err.write("Created symlink /%s \u2192 %s.\n" % (os.path.relpath(link, self.root), target_path))
+                journal(self.root, "systemctl enable %s (%s)" % (unit, t))
+            if now:
+                rc = max(rc, self.start([unit]))
+        return rc
+
+    def disable(self, units, now=False):
+        rc = 0
+        for unit in units:
+            if not find_unit(self.root, unit) and not wants_links(self.root, unit):
+                self.err.write("Failed to disable unit: Unit file %s does not exist.\n" % unit)
+                rc = 1
+                continue
+            for link in wants_links(self.root, unit):
+                os.unlink(os.path.join(self.root, link.lstrip("/")))
+                self.err.write('Removed "%s".\n' % link)
+                journal(self.root, "systemctl disable %s (%s)" % (unit, os.path.basename(os.path.dirname(link))))
+            if now:
+                rc = max(rc, self.stop([unit]))
+        return rc
+
+    def is_enabled(self, units):
+        rc = 1
+        for unit in units:
+            path, sec = self._sections(unit)
+            if not path:
+                self.err.write("Failed to get unit file state for %s: No such file or directory\n" % unit)
+                continue
+            if wants_links(self.root, unit):
+                self.out.write("enabled\n")
+                rc = 0
+            elif not (bootsim.unit_values(sec, "Install", "WantedBy")
+                      or bootsim.unit_values(sec, "Install", "RequiredBy")):
+                self.out.write("static\n")
+                rc = 0
+            else:
+                self.out.write("disabled\n")
+        return rc
+
+    def is_active(self, units):
+        state = load_state(self.root)
+        rc = 3
+        for unit in units:
+            st = self._unit_state(state, unit)
+            self.out.write(st + "\n")
+            if st == "active":
+                rc = 0
+        return rc
+
+    def is_failed(self, units):
+        state = load_state(self.root)
+        rc = 1
+        for unit in units:
+            st = self._unit_state(state, unit)
+            self.out.write(st + "\n")
+            if st == "failed":
+                rc = 0
+        return rc
+
+    def start(self, units):
+        rc = 0
+        state = load_state(self.root)
+        for unit in units:
+            path, sec = self._sections(unit)
+            if not path:
+                self.err.write("Failed to start %s: Unit %s not found.\n" % (unit, unit))
+                rc = 5
+                continue
+            self._ensure_loaded(state, unit, path)
+            if self._unit_state(state, unit) == "active":
+                continue
+            journal(self.root, "systemctl start %s" % unit)
+            svc_type = bootsim.unit_value(sec, "Service", "Type", "simple")
+            remain = (bootsim.unit_value(sec, "Service", "RemainAfterExit", "no").lower()
+                      in ("yes", "true", "1", "on"))
+            try:
+                cmds = bootsim.unit_exec_commands(sec, self.root)
+                env = dict(os.environ)
+                env.update(bootsim.unit_environment(sec, self.root))
+            except (ValueError, OSError) as e:
+                self.err.write("Failed to start %s: %s\n" % (unit, e))
+                state["units"][unit] = {"state": "failed", "result": "resources"}
+                rc = 1
+                continue
+            result = {"state": "inactive", "result": "success"}
+            with self._log(unit) as log:
+                for i, (argv, ignore) in enumerate(cmds):
+                    last_main = svc_type != "oneshot" and i == len(cmds) - 1
+                    try:
+                        if last_main:
+                            p = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.DEVNULL, stdout=log,
+                                                 stderr=log, start_new_session=True)
+                            result = {"state": "active", "result": "success", "pid": p.pid}
+                            continue
+                        code = subprocess.call(argv, env=env, cwd="/", stdin=subprocess.DEVNULL, stdout=log,
+                                               stderr=log)
+                    except OSError as e:
+                        log.write(("%s: %s\n" % (argv[0], e)).encode())
+                        code = 203
+                    if code != 0 and not ignore:
+                        result = {"state": "failed", "result": "exit-code", "status": code}
+                        break
+                else:
+                    if svc_type == "oneshot":
+                        result = {"state": "active" if remain else "inactive", "result": "success"}
+            state["units"][unit] = result
+            if result["state"] == "failed":
+                self.err.write("Job for %s failed because the control process exited with error code.\n"
+                               "See \"%s\" for details.\n" % (unit, "/var/log/gpufabric-sim/%s.log" % unit))
+                rc = 1
+        save_state(self.root, state)
+        return rc
+
+    def stop(self, units):
+        state = load_state(self.root)
+        for unit in units:
+            u = state["units"].get(unit)
+            if not u:
+                continue
+            if u.get("pid"):
+                try:
+                    os.killpg(u["pid"], signal.SIGTERM)
+                except OSError:
+                    pass
+            journal(self.root, "systemctl stop %s" % unit)
+            state["units"][unit] = {"state": "inactive", "result": "success"}
+        save_state(self.root, state)
+        return 0
+
+    def restart(self, units):
+        self.stop(units)
+        return self.start(units)
+
+    def try_restart(self, units):
+        state = load_state(self.root)
+        active = [u for u in units if self._unit_state(state, u) == "active"]
+        return self.restart(active) if active else 0
+
+    def properties(self, unit):
+        path, sec = self._sections(unit)
+        state = load_state(self.root)
+        st = self._unit_state(state, unit)
+        u = state["units"].get(unit, {})
+        if path:
+            links = wants_links(self.root, unit)
+            has_install = bool(bootsim.unit_values(sec, "Install", "WantedBy")
+                               or bootsim.unit_values(sec, "Install", "RequiredBy"))
+            ufs = "enabled" if links else ("disabled" if has_install else "static")
+            loaded = state["loaded"].get(unit)
+            need_reload = "yes" if loaded and loaded != _file_hash(path) else "no"
+        else:
+            ufs, need_reload = "", "no"
+        sub = {"active": "running" if u.get("pid") else "exited", "failed": "failed"}.get(st, "dead")
+        props = [
+            ("Type", bootsim.unit_value(sec, "Service", "Type", "simple") if sec else "simple"),
+            ("Id", unit), ("Names", unit),
+            ("Description", bootsim.unit_value(sec, "Unit", "Description", unit) if sec else unit),
+            ("LoadState", "loaded" if path else "not-found"),
+            ("ActiveState", st), ("SubState", sub),
+            ("FragmentPath", "/" + os.path.relpath(path, self.root) if path else ""),
+            ("UnitFileState", ufs), ("NeedDaemonReload", need_reload),
+            ("Result", u.get("result", "success")), ("ExecMainStatus", str(u.get("status", 0))),
+            ("MainPID", str(u.get("pid", 0)) if st == "active" else "0"),
+        ]
+        return props
+
+    def show(self, units, props=None, value_only=False):
+        for i, unit in enumerate(units):
+            if i:
+                self.out.write("\n")
+            for k, v in self.properties(unit):
+                if props and k not in props:
+                    continue
+                self.out.write((v if value_only else "%s=%s" % (k, v)) + "\n")
+        return 0
+
+    def status(self, units):
+        rc = 0
+        for unit in units:
+            p = dict(self.properties(unit))
+            if p["LoadState"] == "not-found":
+                self.err.write("Unit %s could not be found.\n" % unit)
+                rc = 4
+                continue
+            self.out.write("* %s - %s\n     Loaded: loaded (%s; %s)\n     Active: %s (%s)\n"
+                           % (unit, p["Description"], p["FragmentPath"], p["UnitFileState"], p["ActiveState"],
+                              p["SubState"]))
+            if p["ActiveState"] != "active":
+                rc = max(rc, 3)
+        return rc
+
+    def cat(self, units):
+        rc = 0
+        for unit in units:
+            path = find_unit(self.root, unit)
+            if not path:
+                self.err.write("No files found for %s.\n" % unit)
+                rc = 1
+                continue
+            for p in [path] + sorted(glob.glob(path + ".d/*.conf")):
+                self.out.write("# /%s\n" % os.path.relpath(p, self.root))
+                with open(p) as f:
+                    self.out.write(f.read())
+        return rc
+
+
+def systemctl_main(argv=None):
+    argv = list(sys.argv if argv is None else argv)[1:]
+    root = sysroot()
+    sc = Systemctl(root)
+    now = False
+    value_only = False
+    props = []
+    words = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--now":
+            now = True
+        elif a == "--value":
+            value_only = True
+        elif a in ("-p", "--property"):
+            i += 1
+            props.extend(argv[i].split(","))
+        elif a.startswith("--property="):
+            props.extend(a.split("=", 1)[1].split(","))
+        elif a.startswith("-p") and len(a) > 2:
+            props.extend(a[2:].split(","))
+        elif a.startswith("-"):
+            pass  # --system, --no-pager, --quiet, --no-block, --full, --plain ... change nothing here
+        else:
+            words.append(a)
+        i += 1
+    if not words:
+        sys.stderr.write("systemctl (gpufabric-sim): a verb is required\n")
+        return 1
+    verb, units = words[0], [unit_name(u) for u in words[1:]]
+    if verb == "daemon-reload":
+        return sc.daemon_reload(units)
+    if verb == "show":
+        return sc.show(units, props, value_only)
+    table = {
+        "enable": lambda u: sc.enable(u, now), "disable": lambda u: sc.disable(u, now),
+        "is-enabled": sc.is_enabled, "is-active": sc.is_active, "is-failed": sc.is_failed,
+        "start": sc.start, "stop": sc.stop, "restart": sc.restart, "reload-or-restart": sc.restart,
+        "try-restart": sc.try_restart, "status": sc.status, "cat": sc.cat,
+    }
+    if verb not in table:
+        sys.stderr.write("systemctl (gpufabric-sim): verb %r is not emulated\n" % verb)
+        return 1
+    if not units:
+        sys.stderr.write("Too few arguments.\n")
+        return 1
+    return table[verb](units)
+
+
+# --------------------------------------------------------------------------------------------
+# udev
+
+RULE_DIRS = ("etc/udev/rules.d", "run/udev/rules.d", "usr/lib/udev/rules.d", "lib/udev/rules.d")
+
+
+def rules_files(root, pattern="*.rules"):
+    chosen = {}
+    for d in RULE_DIRS:
+        for p in glob.glob(os.path.join(root, d, pattern)):
+            chosen.setdefault(os.path.basename(p), p)
+    return [chosen[k] for k in sorted(chosen)]
+
+
+def infiniband_event(root, ibdev, action):
+    """The udev event dict of an RDMA device (``SUBSYSTEM=="infiniband"``)."""
+    cls = os.path.join(root, "sys", "class", "infiniband", ibdev)
+    real = os.path.realpath(cls)
+    devpath = "/" + os.path.relpath(real, os.path.join(root, "sys")) if real.startswith(root) else \
+        "/class/infiniband/" + ibdev
+    return {"ACTION": action, "SUBSYSTEM": "infiniband", "KERNEL": ibdev, "DEVPATH": devpath, "ENV": {}}
+
+
+def udev_commands(root, event, pattern="*.rules"):
+    """argv lists that udev would RUN for an event, from the node's rules files."""
+    cls = os.path.join(root, "sys", "class", "infiniband", event["KERNEL"])
+
+    def attr(name):
+        try:
+            with open(os.path.join(cls, name)) as f:
+                return f.read()
+        except OSError:
+            return None
+
+    rules = []
+    for path in rules_files(root, pattern):
+        with open(path) as f:
+            rules.extend(bootsim.parse_udev_rules(f.read()))
+    cmds = bootsim.udev_run_commands(rules, event, attr)
+    return [[bootsim.resolve_executable(root, argv[0])] + argv[1:] for argv in cmds if argv]
+
+
+def udevadm_main(argv=None):
+    argv = list(sys.argv if argv is None else argv)[1:]
+    root = sysroot()
+    if not argv:
+        sys.stderr.write("udevadm (gpufabric-sim): a command is required\n")
+        return 2
+    cmd, args = argv[0], argv[1:]
+    if cmd == "control":
+        if any(a in ("--reload", "-R", "--reload-rules") for a in args):
+            journal(root, "udevadm control --reload")
+        return 0
+    if cmd == "settle":
+        return 0
+    if cmd == "trigger":
+        action = "change"
+        subsystems = []
+        names = []
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a.startswith("--action="):
+                action = a.split("=", 1)[1]
+            elif a in ("-c", "--action"):
+                i += 1
+                action = args[i]
+            elif a.startswith("--subsystem-match="):
+                subsystems.append(a.split("=", 1)[1])
+            elif a in ("-s", "--subsystem-match"):
+                i += 1
+                subsystems.append(args[i])
+            elif a.startswith("--sysname-match="):
+                names.append(a.split("=", 1)[1])
+            elif a in ("-y", "--sysname-match"):
+                i += 1
+                names.append(args[i])
+            i += 1
+        journal(root, "udevadm trigger %s" % " ".join(args))
+        if subsystems and "infiniband" not in subsystems:
+            return 0
+        ibdevs = sorted(os.listdir(os.path.join(root, "sys", "class", "infiniband"))) \
+            if os.path.isdir(os.path.join(root, "sys", "class", "infiniband")) else []
+        for ibdev in ibdevs:
+            if names and not any(bootsim._udev_glob(n, ibdev) for n in names):
+                continue
+            for cmd_argv in udev_commands(root, infiniband_event(root, ibdev, action)):
+                journal(root, "udev RUN %s" % " ".join(cmd_argv))
+                subprocess.call(cmd_argv, cwd="/", stdin=subprocess.DEVNULL)
+        return 0
+    sys.stderr.write("udevadm (gpufabric-sim): command %r is not emulated\n" % cmd)
+    return 2
