@@ -1,0 +1,250 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: dcb_qos
+short_description: DSCP trust, DSCP to priority map, PFC and ETS of RoCE rails with iproute2 dcb
+version_added: 0.1.0
+description:
+  - Reads the DCB state of every rail with C(dcb -j) (one process per object and rail), compares it with the
+    requested state and runs the fewest C(dcb) commands that make them equal, then reads every changed rail back and
+    fails when it does not read back as requested.
+  - C(dcb pfc set) is never run on a rail whose enabled PFC priorities already equal I(pfc_priorities): on mlx5 a
+    change of the PFC enable mask toggles the port link.
+  - On mlx5 the port trusts DSCP as soon as it has a DSCP APP entry (the driver then lists all 64 DSCP entries,
+    priority = DSCP >> 3 by default); C(dcb apptrust) is not supported by that driver. Where the driver supports
+    C(dcb apptrust) (iproute2 6.2 or later), the module also sets the trust order.
+  - The DCB state is runtime state, lost at reboot and driver reload; the boot-time applier re-applies it with the
+    same code.
+author:
+  - gpufabric developers
+requirements:
+  - iproute2 5.12 or later (C(dcb app)); 6.2 or later for C(dcb apptrust).
+options:
+  rails:
+    description: Network interfaces (netdev names) of the RoCE rails.
+    type: list
+    elements: str
+    required: true
+  dscp_map:
+    description:
+      - DSCP to priority entries. A DSCP can appear once. DSCP entries the list does not name are left as they are.
+      - Defaults to DSCP 26 on priority 3 when I(trust=dscp) and to no entries when I(trust=pcp).
+    type: list
+    elements: dict
+    suboptions:
+      dscp:
+        description: DSCP value, 0..63.
+        type: int
+        required: true
+      priority:
+        description: IEEE 802.1p priority, 0..7.
+        type: int
+        required: true
+  pfc_priorities:
+    description: Priorities that have PFC enabled; every other priority has PFC disabled. An empty list disables PFC.
+    type: list
+    elements: int
+    default: [3]
+  trust:
+    description:
+      - C(dscp) classifies by the DSCP of the IP header (RoCE v2), C(pcp) by the VLAN tag.
+      - With C(pcp) the DSCP APP entries are removed (on mlx5 that is what returns the port to PCP trust).
+    type: str
+    choices: [dscp, pcp]
+    default: dscp
+  ets:
+    description:
+      - ETS configuration. Left alone when omitted.
+    type: dict
+    suboptions:
+      tc_tsa:
+        description: Transmission selection algorithm of TC 0..7 (C(strict), C(ets), C(cbs), C(vendor)).
+        type: list
+        elements: str
+        required: true
+      tc_bw:
+        description: Bandwidth percentage of TC 0..7; must sum to 100 when any TC uses C(ets).
+        type: list
+        elements: int
+        required: true
+      prio_tc:
+        description: Traffic class of priority 0..7.
+        type: list
+        elements: int
+        required: true
+attributes:
+  check_mode:
+    support: full
+    details: Check mode reads the state and reports the commands it would run; it runs no C(dcb) command that writes.
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
+    description: Linux with DCB-capable NICs (mlx5) and iproute2 C(dcb).
+notes:
+  - Runs C(dcb) from C(PATH) with C(LC_ALL=C).
+seealso:
+  - name: dcb-app(8)
+    description: iproute2 dcb app manual page.
+    link: https://man7.org/linux/man-pages/man8/dcb-app.8.html
+"""
+
+EXAMPLES = r"""
+- name: RoCE v2 on DSCP 26 / priority 3 with PFC on priority 3 on all rails
+  gpufabric.node.dcb_qos:
+    rails: "{{ rail_netdevs }}"
+
+- name: Report drift only
+  gpufabric.node.dcb_qos:
+    rails: [ens1np0, ens2np0]
+  check_mode: true
+  register: dcb_state
+
+- name: DSCP 26 and 48 with ETS 50/50 between TC 0 and TC 3
+  gpufabric.node.dcb_qos:
+    rails: [ens1np0]
+    dscp_map:
+      - {dscp: 26, priority: 3}
+      - {dscp: 48, priority: 6}
+    pfc_priorities: [3]
+    ets:
+      tc_tsa: [ets, strict, strict, ets, strict, strict, strict, strict]
+      tc_bw: [50, 0, 0, 50, 0, 0, 0, 0]
+      prio_tc: [0, 1, 2, 3, 4, 5, 6, 7]
+"""
+
+RETURN = r"""
+changed:
+  description: Whether any dcb command was run (or, in check mode, would be run).
+  returned: always
+  type: bool
+commands:
+  description: Every dcb command run (or that check mode would run), as argument lists.
+  returned: always
+  type: list
+  elements: list
+  sample: [["dcb", "app", "add", "dev", "ens1np0", "dscp-prio", "26:3"]]
+rails:
+  description: Per-rail result.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    rail:
+      description: Netdev name.
+      type: str
+    driver:
+      description: Driver of the netdev from sysfs, null when unknown.
+      type: str
+    apptrust_supported:
+      description: Whether dcb apptrust works on this rail.
+      type: bool
+    before:
+      description: State read before applying (trust, dscp_prio of the requested DSCPs, dscp_entries, pfc, ets).
+      type: dict
+    after:
+      description: State read back after applying (in check mode, the predicted state).
+      type: dict
+    commands:
+      description: dcb commands for this rail.
+      type: list
+      elements: list
+    changed:
+      description: Whether this rail needed commands.
+      type: bool
+  sample:
+    - rail: ens1np0
+      driver: mlx5_core
+      apptrust_supported: false
+      before: {trust: pcp, dscp_prio: {"26": null}, dscp_entries: 0, pfc: []}
+      after: {trust: dscp, dscp_prio: {"26": 3}, dscp_entries: 64, pfc: [3]}
+      commands: [["dcb", "app", "add", "dev", "ens1np0", "dscp-prio", "26:3"],
+                 ["dcb", "pfc", "set", "dev", "ens1np0", "prio-pfc", "all:off", "3:on"]]
+      changed: true
+drift:
+  description: Deviations found before applying, one per rail and key (trust, dscp_prio:<dscp>, pfc, ets).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {concern: dcb, object: ens1np0, key: "dscp_prio:26", current: null, desired: 3}
+    - {concern: dcb, object: ens1np0, key: pfc, current: [], desired: [3]}
+dcb_version:
+  description: iproute2 version of the dcb binary.
+  returned: always
+  type: str
+  sample: 6.1.0
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufabric.node.plugins.module_utils import dcb
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+
+
+def make_runner(module, binary):
+    def run(argv):
+        return module.run_command([binary] + list(argv[1:]),
+                                  environ_update={"LC_ALL": "C", "LANG": "C"})
+    return run
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            rails=dict(type="list", elements="str", required=True),
+            dscp_map=dict(type="list", elements="dict", options=dict(
+                dscp=dict(type="int", required=True),
+                priority=dict(type="int", required=True),
+            )),
+            pfc_priorities=dict(type="list", elements="int", default=[3]),
+            trust=dict(type="str", choices=["dscp", "pcp"], default="dscp"),
+            ets=dict(type="dict", options=dict(
+                tc_tsa=dict(type="list", elements="str", required=True),
+                tc_bw=dict(type="list", elements="int", required=True),
+                prio_tc=dict(type="list", elements="int", required=True),
+            )),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    desired = {"dscp_map": p["dscp_map"], "pfc_priorities": p["pfc_priorities"],
+               "trust": p["trust"], "ets": p["ets"]}
+    sysroot = Sysroot()
+    try:
+        dcb.normalize_desired(desired)
+        dcb.validate_rails(sysroot, p["rails"])
+    except dcb.DcbValidationError as e:
+        module.fail_json(msg=str(e))
+
+    binary = module.get_bin_path("dcb")
+    if binary is None:
+        module.fail_json(msg="the dcb command (iproute2 >= 5.12) was not found in PATH; install iproute2")
+
+    try:
+        res = dcb.apply_dcb(make_runner(module, binary), p["rails"], desired, module.check_mode,
+                            sysroot=sysroot)
+    except dcb.DcbValidationError as e:
+        module.fail_json(msg=str(e))
+    except dcb.DcbError as e:
+        module.fail_json(msg="DCB configuration failed: %s" % e)
+
+    out = dict(changed=res["changed"], rails=res["rails"], drift=res["drift"],
+               commands=res["commands"], dcb_version=res["dcb_version"])
+    if module._diff:
+        out["diff"] = dict(before=dcb.diff_text(res["rails"], "before"),
+                           after=dcb.diff_text(res["rails"], "after"),
+                           before_header="dcb (runtime)", after_header="dcb (runtime)")
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,483 @@
+# -*- coding: utf-8 -*-
+from __future__ import absolute_import, division, print_function
+
+import os
+
+import pytest
+
+from ansible_collections.gpufabric.node.plugins.module_utils import dcb
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from gpufabric_sim.emulators import dcb as dcb_emu
+
+__metaclass__ = type
+
+FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "dcb")
+
+
+def fixture(name):
+    with open(os.path.join(FIX, name)) as f:
+        return f.read()
+
+
+# ------------------------------------------------------------------------------------------------
+# parsing: both JSON shapes, captured samples
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,dscp,count", [
+    ("app_61_pcp_trust.json", {}, 0),
+    ("app_65_pcp_trust.json", {}, 0),
+    ("app_61_generic_multi.json", {26: [3, 5], 48: [6]}, 3),
+    ("app_65_generic_multi.json", {26: [3, 5], 48: [6]}, 3),
+    ("app_61_pretty.json", {26: [3, 5], 48: [6]}, 3),
+])
+def test_parse_app_fixtures(name, dscp, count):
+    app = dcb.parse_app(fixture(name))
+    assert app["dscp"] == dscp
+    assert app["count"] == count
+
+
+@pytest.mark.parametrize("name", ["app_61_mlx5_dscp64_26to5.json", "app_65_mlx5_dscp64_26to5.json"])
+def test_parse_mlx5_64_entry_table(name):
+    app = dcb.parse_app(fixture(name))
+    assert app["count"] == 64
+    assert sorted(app["dscp"]) == list(range(64))
+    for d in range(64):
+        assert app["dscp"][d] == [5 if d == 26 else d >> 3]
+    assert dcb.trust_of(app, None) == "dscp"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ('{"dscp_prio":[[26,3]]}\n', {26: [3]}),
+    ('{"dscp_prio":[[26,3," "]]}\n', {26: [3]}),
+    ('{"dscp_prio":[[26,3," "],[10,1," "]],"pcp_prio":[["3nd",3," "]]}', {26: [3], 10: [1]}),
+    ("", {}),
+    ("{}\n", {}),
+])
+def test_parse_app_shapes(text, expected):
+    assert dcb.parse_app(text)["dscp"] == expected
+
+
+def test_mlx5_pcp_trust_without_dscp_entries():
+    app = dcb.parse_app(fixture("app_61_pcp_trust.json"))
+    assert dcb.trust_of(app, None) == "pcp"
+    assert app["dscp"] == {}
+
+
+@pytest.mark.parametrize("text", ['{"dscp_prio":[[26]]}', '{"dscp_prio":[26]}', "not json", "[1]"])
+def test_parse_app_garbage(text):
+    with pytest.raises(dcb.DcbError):
+        dcb.parse_app(text)
+
+
+def test_parse_pfc_and_stats():
+    off = dcb.parse_pfc(fixture("pfc_off.json"))
+    assert off["enabled"] == [] and off["pfc_cap"] == 8 and off["delay"] == 7
+    on = dcb.parse_pfc(fixture("pfc_3_stats.json"))
+    assert on["enabled"] == [3]
+    assert on["requests"] == [0] * 8 and on["indications"] == [0] * 8
+    with pytest.raises(dcb.DcbError):
+        dcb.parse_pfc('{"pfc_cap":8}')
+
+
+def test_parse_ets_and_apptrust():
+    ets = dcb.parse_ets(fixture("ets_mlx5_default.json"))
+    assert ets["tc_tsa"] == ["vendor"] * 8
+    assert ets["prio_tc"] == [1, 0, 2, 3, 4, 5, 6, 7]
+    assert dcb.parse_apptrust(fixture("apptrust_generic.json")) == ["pcp"]
+    assert dcb.trust_of({"dscp": {26: [3]}}, ["pcp"]) == "pcp"
+    assert dcb.trust_of({"dscp": {}}, ["dscp", "pcp"]) == "dscp"
+
+
+@pytest.mark.parametrize("text,version", [
+    ("dcb utility, iproute2-6.1.0\n", (6, 1, 0)),
+    ("dcb utility, iproute2-6.5.0\n", (6, 5, 0)),
+    ("dcb utility, iproute2-v6.8.0-12-gabc\n", (6, 8, 0)),
+    ("dcb utility, iproute2-5.12\n", (5, 12, 0)),
+])
+def test_parse_version(text, version):
+    assert dcb.parse_version(text) == version
+
+
+# ------------------------------------------------------------------------------------------------
+# validation
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("desired,needle", [
+    ({"dscp_map": [{"dscp": 64, "priority": 3}]}, "DSCP 64 is out of range"),
+    ({"dscp_map": [{"dscp": -1, "priority": 3}]}, "DSCP -1 is out of range"),
+    ({"dscp_map": [{"dscp": 26, "priority": 8}]}, "priority 8 for DSCP 26"),
+    ({"dscp_map": [{"dscp": 26, "priority": 3}, {"dscp": 26, "priority": 4}]}, "two priorities"),
+    ({"dscp_map": [{"dscp": 26}]}, "exactly the keys"),
+    ({"dscp_map": {"26": 3}}, "must be a list"),
+    ({"dscp_map": [{"dscp": "x", "priority": 3}]}, "must be an integer"),
+    ({"dscp_map": [{"dscp": True, "priority": 3}]}, "must be an integer"),
+    ({"pfc_priorities": [3, 3]}, "lists priority 3 twice"),
+    ({"pfc_priorities": [8]}, "PFC priority 8 is out of range"),
+    ({"trust": "vlan"}, "trust must be one of"),
+    ({"trust": "dscp", "dscp_map": []}, "needs at least one dscp_map entry"),
+    ({"trust": "pcp", "dscp_map": [{"dscp": 26, "priority": 3}]}, "cannot be combined"),
+    ({"ets": {"tc_tsa": ["ets"] * 8, "tc_bw": [10] * 8, "prio_tc": list(range(8))}}, "sums to 80%"),
+    ({"ets": {"tc_tsa": ["strict"] * 8, "tc_bw": [10] * 8, "prio_tc": list(range(8))}}, "0 or 100"),
+    ({"ets": {"tc_tsa": ["ets"] * 7, "tc_bw": [10] * 8, "prio_tc": list(range(8))}}, "must list 8"),
+    ({"ets": {"tc_tsa": ["wfq"] * 8, "tc_bw": [0] * 8, "prio_tc": list(range(8))}}, "not one of"),
+    ({"ets": {"tc_tsa": ["ets"] * 8, "tc_bw": [100] + [0] * 7, "prio_tc": [8] * 8}}, "TCs are 0..7"),
+    ({"ets": {"tc_tsa": ["ets"] * 8, "tc_bw": [100] + [0] * 7}}, "missing: prio_tc"),
+    ({"ets": {"tc_tsa": ["ets"] * 8, "tc_bw": [101] + [0] * 7, "prio_tc": [0] * 8}}, "0..100"),
+    ({"colour": "blue"}, "unknown DCB settings"),
+])
+def test_normalize_desired_errors(desired, needle):
+    with pytest.raises(dcb.DcbValidationError) as e:
+        dcb.normalize_desired(desired)
+    assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("desired,expected", [
+    ({}, {"dscp_map": {26: 3}, "pfc": [3], "trust": "dscp", "ets": None}),
+    ({"trust": "pcp"}, {"dscp_map": {}, "pfc": [3], "trust": "pcp", "ets": None}),
+    ({"pfc_priorities": [5, 3], "dscp_map": [{"dscp": 26, "priority": 3}, {"dscp": 26, "priority": 3}]},
+     {"dscp_map": {26: 3}, "pfc": [3, 5], "trust": "dscp", "ets": None}),
+    ({"pfc_priorities": []}, {"dscp_map": {26: 3}, "pfc": [], "trust": "dscp", "ets": None}),
+])
+def test_normalize_desired_ok(desired, expected):
+    assert dcb.normalize_desired(desired) == expected
+
+
+def _sysroot(tmp_path, devs, driver="mlx5_core"):
+    for d in devs:
+        dev_dir = tmp_path / "sys" / "class" / "net" / d
+        dev_dir.mkdir(parents=True)
+        if driver:
+            drv = tmp_path / "sys" / "bus" / "pci" / "drivers" / driver
+            drv.mkdir(parents=True, exist_ok=True)
+            (dev_dir / "device").mkdir()
+            os.symlink(str(drv), str(dev_dir / "device" / "driver"))
+    return Sysroot(str(tmp_path))
+
+
+@pytest.mark.parametrize("rails,needle", [
+    ([], "at least one"),
+    (["ens1np0", "ens1np0"], "twice"),
+    (["ens1np0", "ens9np0"], "unknown rail(s) ens9np0"),
+    (["a/b"], "not a valid"),
+    (["x" * 16], "not a valid"),
+])
+def test_validate_rails(tmp_path, rails, needle):
+    sr = _sysroot(tmp_path, ["ens1np0"])
+    with pytest.raises(dcb.DcbValidationError) as e:
+        dcb.validate_rails(sr, rails)
+    assert needle in str(e.value)
+
+
+def test_driver_of(tmp_path):
+    sr = _sysroot(tmp_path, ["ens1np0"])
+    assert dcb.driver_of(sr, "ens1np0") == "mlx5_core"
+    assert dcb.driver_of(sr, "nope") is None
+
+
+# ------------------------------------------------------------------------------------------------
+# plan: table-driven over current states
+# ------------------------------------------------------------------------------------------------
+
+def _cur(dscp=None, pfc=(), apptrust=None, ets=None):
+    app = {"dscp": dict(dscp or {}), "pcp": {}, "count": sum(len(v) for v in (dscp or {}).values())}
+    return {"app": app, "pfc": {"enabled": list(pfc)}, "ets": ets, "apptrust": apptrust,
+            "trust": dcb.trust_of(app, apptrust)}
+
+
+MLX5_64 = dict((d, [d >> 3]) for d in range(64))
+DEFAULT = dcb.normalize_desired({})
+ETS = {"tc_tsa": ["ets", "strict", "strict", "ets", "strict", "strict", "strict", "strict"],
+       "tc_bw": [50, 0, 0, 50, 0, 0, 0, 0], "prio_tc": [0, 1, 2, 3, 4, 5, 6, 7]}
+
+PLAN_CASES = [
+    # id, current, desired, driver, apptrust, expected commands, expected drift keys
+    ("compliant-mlx5-64", _cur(MLX5_64, [3]), DEFAULT, "mlx5_core", False, [], []),
+    ("compliant-single", _cur({26: [3]}, [3]), DEFAULT, "mlx5_core", False, [], []),
+    ("boot-state", _cur({}, []), DEFAULT, "mlx5_core", False,
+     [["dcb", "app", "add", "dev", "r0", "dscp-prio", "26:3"],
+      ["dcb", "pfc", "set", "dev", "r0", "prio-pfc", "all:off", "3:on"]],
+     ["trust", "dscp_prio:26", "pfc"]),
+    ("pfc-off-only", _cur(MLX5_64, []), DEFAULT, "mlx5_core", False,
+     [["dcb", "pfc", "set", "dev", "r0", "prio-pfc", "all:off", "3:on"]], ["pfc"]),
+    ("pfc-extra-prio", _cur(MLX5_64, [3, 4]), DEFAULT, "mlx5_core", False,
+     [["dcb", "pfc", "set", "dev", "r0", "prio-pfc", "all:off", "3:on"]], ["pfc"]),
+    ("remap-mlx5-uses-add", _cur(dict(list(MLX5_64.items()) + [(26, [5])]), [3]), DEFAULT, "mlx5_core", False,
+     [["dcb", "app", "add", "dev", "r0", "dscp-prio", "26:3"]], ["dscp_prio:26"]),
+    ("remap-generic-uses-replace", _cur({26: [3, 5]}, [3], apptrust=["dscp"]), DEFAULT, "other", True,
+     [["dcb", "app", "replace", "dev", "r0", "dscp-prio", "26:3"]], ["dscp_prio:26"]),
+    ("remap-unknown-driver-replace", _cur({26: [5]}, [3]), DEFAULT, None, False,
+     [["dcb", "app", "replace", "dev", "r0", "dscp-prio", "26:3"]], ["dscp_prio:26"]),
+    ("generic-apptrust", _cur({}, [3], apptrust=["pcp"]), DEFAULT, "other", True,
+     [["dcb", "app", "add", "dev", "r0", "dscp-prio", "26:3"],
+      ["dcb", "apptrust", "set", "dev", "r0", "order", "dscp"]], ["trust", "dscp_prio:26"]),
+    ("generic-apptrust-ok-map-missing", _cur({}, [3], apptrust=["dscp"]), DEFAULT, "other", True,
+     [["dcb", "app", "add", "dev", "r0", "dscp-prio", "26:3"]], ["dscp_prio:26"]),
+    ("two-dscps-one-command", _cur({}, [3]),
+     dcb.normalize_desired({"dscp_map": [{"dscp": 48, "priority": 6}, {"dscp": 26, "priority": 3}]}),
+     "mlx5_core", False, [["dcb", "app", "add", "dev", "r0", "dscp-prio", "26:3", "48:6"]],
+     ["trust", "dscp_prio:26", "dscp_prio:48"]),
+    ("to-pcp", _cur(MLX5_64, [3]), dcb.normalize_desired({"trust": "pcp"}), "mlx5_core", False,
+     [["dcb", "app", "flush", "dev", "r0", "dscp-prio"]], ["trust"]),
+    ("pcp-already", _cur({}, [3]), dcb.normalize_desired({"trust": "pcp"}), "mlx5_core", False, [], []),
+    ("pfc-disable-all", _cur(MLX5_64, [3]), dcb.normalize_desired({"pfc_priorities": []}), "mlx5_core",
+     False, [["dcb", "pfc", "set", "dev", "r0", "prio-pfc", "all:off"]], ["pfc"]),
+    ("ets-given", _cur(MLX5_64, [3], ets={"tc_tsa": ["vendor"] * 8, "tc_bw": [100] * 8,
+                                         "prio_tc": [1, 0, 2, 3, 4, 5, 6, 7]}),
+     dcb.normalize_desired({"ets": ETS}), "mlx5_core", False,
+     [["dcb", "ets", "set", "dev", "r0", "tc-tsa", "0:ets", "1:strict", "2:strict", "3:ets", "4:strict",
+       "5:strict", "6:strict", "7:strict", "tc-bw", "0:50", "1:0", "2:0", "3:50", "4:0", "5:0", "6:0", "7:0",
+       "prio-tc", "0:0", "1:1", "2:2", "3:3", "4:4", "5:5", "6:6", "7:7"]], ["ets"]),
+    ("ets-matches-mlx5-readback", _cur(MLX5_64, [3], ets={"tc_tsa": ETS["tc_tsa"],
+                                                         "tc_bw": [50, 100, 100, 50, 100, 100, 100, 100],
+                                                         "prio_tc": list(range(8))}),
+     dcb.normalize_desired({"ets": ETS}), "mlx5_core", False, [], []),
+]
+
+
+@pytest.mark.parametrize("case", PLAN_CASES, ids=[c[0] for c in PLAN_CASES])
+def test_plan_rail(case):
+    _id, current, desired, driver, apptrust, cmds, keys = case
+    got_cmds, drift = dcb.plan_rail("r0", current, desired, driver=driver, apptrust=apptrust)
+    assert got_cmds == cmds
+    assert [d["key"] for d in drift] == keys
+    for d in drift:
+        assert d["concern"] == "dcb" and d["object"] == "r0"
+    assert not any(c[1] == "pfc" for c in got_cmds) or "pfc" in keys
+
+
+# ------------------------------------------------------------------------------------------------
+# apply_dcb against the emulator (in-process runner)
+# ------------------------------------------------------------------------------------------------
+
+class EmuRunner(object):
+    def __init__(self, root):
+        self.root = root
+        self.calls = []
+
+    def __call__(self, argv):
+        assert argv[0] == "dcb"
+        self.calls.append(list(argv))
+        return dcb_emu.run(argv[1:], root=self.root)
+
+    def writes(self):
+        return [c for c in self.calls if c[1] in ("app", "pfc", "ets", "apptrust")
+                and c[2] in ("add", "del", "replace", "flush", "set")]
+
+
+def _node(tmp_path, rails, version="6.1.0", driver="mlx5_core"):
+    sr = _sysroot(tmp_path, rails, driver=None if driver == "none" else
+                  ("mlx5_core" if driver == "mlx5_core" else "other_drv"))
+    dcb_emu.init_node(str(tmp_path), version)
+    for r in rails:
+        dcb_emu.init_device(str(tmp_path), r, driver="mlx5_core" if driver in ("mlx5_core", "none")
+                            else "other")
+    return sr, EmuRunner(str(tmp_path))
+
+
+RAILS = ["ens1np0", "ens2np0"]
+
+
+@pytest.mark.parametrize("version", ["6.1.0", "6.5.0"])
+def test_apply_from_boot_then_idempotent(tmp_path, version):
+    sr, run = _node(tmp_path, RAILS, version)
+    res = dcb.apply_dcb(run, RAILS, {}, False, sysroot=sr)
+    assert res["changed"] and res["dcb_version"] == version
+    assert len(res["commands"]) == 4
+    for r in res["rails"]:
+        assert r["before"]["trust"] == "pcp" and r["after"]["trust"] == "dscp"
+        assert r["after"]["dscp_prio"] == {"26": 3} and r["after"]["dscp_entries"] == 64
+        assert r["after"]["pfc"] == [3]
+    for rail in RAILS:
+        st = dcb_emu.state(str(tmp_path), rail)
+        assert st["counters"]["link_toggles"] == 1
+    # second run: compliant, no write at all, no pfc set
+    run.calls = []
+    res2 = dcb.apply_dcb(run, RAILS, {}, False, sysroot=sr)
+    assert not res2["changed"] and res2["commands"] == [] and res2["drift"] == []
+    assert run.writes() == []
+    for rail in RAILS:
+        c = dcb_emu.state(str(tmp_path), rail)["counters"]
+        assert c["pfc_set_calls"] == 1 and c["app_set_calls"] == 1
+
+
+def test_reads_one_process_per_object(tmp_path):
+    sr, run = _node(tmp_path, RAILS)
+    dcb.apply_dcb(run, RAILS, {}, True, sysroot=sr)
+    assert run.calls == [["dcb", "-V"]] + [
+        c for r in RAILS for c in (["dcb", "-j", "app", "show", "dev", r], ["dcb", "-j", "pfc", "show", "dev", r])]
+
+
+def test_only_drifted_rail_is_touched(tmp_path):
+    sr, run = _node(tmp_path, RAILS)
+    dcb.apply_dcb(run, RAILS, {}, False, sysroot=sr)
+    # someone remaps DSCP 26 on rail 2 by hand
+    dcb_emu.run(["app", "add", "dev", "ens2np0", "dscp-prio", "26:5"], root=str(tmp_path))
+    run.calls = []
+    res = dcb.apply_dcb(run, RAILS, {}, False, sysroot=sr)
+    assert run.writes() == [["dcb", "app", "add", "dev", "ens2np0", "dscp-prio", "26:3"]]
+    assert [d["object"] for d in res["drift"]] == ["ens2np0"]
+    assert res["drift"][0]["current"] == 5
+    assert dcb_emu.state(str(tmp_path), "ens2np0")["counters"]["pfc_set_calls"] == 1
+
+
+def test_pfc_off_one_pfc_set_and_right_pfc_never(tmp_path):
+    sr, run = _node(tmp_path, RAILS)
+    dcb.apply_dcb(run, RAILS, {}, False, sysroot=sr)
+    dcb_emu.run(["pfc", "set", "dev", "ens1np0", "prio-pfc", "all:off"], root=str(tmp_path))
+    run.calls = []
+    res = dcb.apply_dcb(run, RAILS, {}, False, sysroot=sr)
+    assert run.writes() == [["dcb", "pfc", "set", "dev", "ens1np0", "prio-pfc", "all:off", "3:on"]]
+    assert res["drift"] == [{"concern": "dcb", "object": "ens1np0", "key": "pfc", "current": [], "desired": [3]}]
+    assert dcb_emu.state(str(tmp_path), "ens2np0")["counters"]["pfc_set_calls"] == 1
+
+
+def test_check_mode_reads_only(tmp_path):
+    sr, run = _node(tmp_path, RAILS)
+    res = dcb.apply_dcb(run, RAILS, {}, True, sysroot=sr)
+    assert res["changed"] and len(res["commands"]) == 4
+    assert run.writes() == []
+    assert res["rails"][0]["after"]["trust"] == "dscp"
+    st = dcb_emu.state(str(tmp_path), "ens1np0")
+    assert st["trust"] == "pcp" and st["apps"] == [] and st["counters"]["pfc_set_calls"] == 0
+
+
+def test_after_reset_reapplies(tmp_path):
+    sr, run = _node(tmp_path, RAILS, "6.5.0")
+    dcb.apply_dcb(run, RAILS, {}, False, sysroot=sr)
+    dcb_emu.reset_device(str(tmp_path), "ens1np0")
+    res = dcb.apply_dcb(run, RAILS, {}, False, sysroot=sr)
+    assert [r["changed"] for r in res["rails"]] == [True, False]
+
+
+def test_generic_driver_uses_apptrust(tmp_path):
+    sr, run = _node(tmp_path, ["eth9"], "6.5.0", driver="other")
+    res = dcb.apply_dcb(run, ["eth9"], {}, False, sysroot=sr)
+    r = res["rails"][0]
+    assert r["apptrust_supported"]
+    assert ["dcb", "apptrust", "set", "dev", "eth9", "order", "dscp"] in r["commands"]
+    assert dcb_emu.state(str(tmp_path), "eth9")["apptrust"] == ["dscp"]
+    assert r["after"]["trust"] == "dscp"
+    # remap on the generic table: replace leaves exactly one priority
+    dcb_emu.run(["app", "add", "dev", "eth9", "dscp-prio", "26:5"], root=str(tmp_path))
+    res = dcb.apply_dcb(run, ["eth9"], {}, False, sysroot=sr)
+    assert res["rails"][0]["commands"] == [["dcb", "app", "replace", "dev", "eth9", "dscp-prio", "26:3"]]
+    assert [a for a in dcb_emu.state(str(tmp_path), "eth9")["apps"] if a[1] == 26] == [[5, 26, 3]]
+
+
+def test_mlx5_on_65_never_sets_apptrust(tmp_path):
+    sr, run = _node(tmp_path, ["ens1np0"], "6.5.0")
+    res = dcb.apply_dcb(run, ["ens1np0"], {}, False, sysroot=sr)
+    assert not res["rails"][0]["apptrust_supported"]
+    assert not any("apptrust" in c for c in run.calls)
+
+
+def test_apptrust_probe_when_driver_unknown(tmp_path):
+    sr, run = _node(tmp_path, ["ens1np0"], "6.5.0", driver="none")
+    res = dcb.apply_dcb(run, ["ens1np0"], {}, False, sysroot=sr)
+    assert not res["rails"][0]["apptrust_supported"]
+    assert [c for c in run.calls if "apptrust" in c] == [["dcb", "-j", "apptrust", "show", "dev", "ens1np0"]]
+    assert res["rails"][0]["after"]["dscp_prio"] == {"26": 3}
+
+
+def test_ets_applied_and_verified(tmp_path):
+    sr, run = _node(tmp_path, ["ens1np0"])
+    res = dcb.apply_dcb(run, ["ens1np0"], {"ets": ETS}, False, sysroot=sr)
+    assert res["rails"][0]["after"]["ets"]["tc_tsa"] == ETS["tc_tsa"]
+    run.calls = []
+    res = dcb.apply_dcb(run, ["ens1np0"], {"ets": ETS}, False, sysroot=sr)
+    assert not res["changed"]
+
+
+def test_ets_left_alone_when_not_given(tmp_path):
+    sr, run = _node(tmp_path, ["ens1np0"])
+    dcb.apply_dcb(run, ["ens1np0"], {}, False, sysroot=sr)
+    assert not any(c[2] == "ets" for c in run.calls if len(c) > 2)
+    assert dcb_emu.state(str(tmp_path), "ens1np0")["counters"]["ets_set_calls"] == 0
+
+
+def test_trust_pcp_flushes_dscp_entries(tmp_path):
+    sr, run = _node(tmp_path, ["ens1np0"])
+    dcb.apply_dcb(run, ["ens1np0"], {}, False, sysroot=sr)
+    res = dcb.apply_dcb(run, ["ens1np0"], {"trust": "pcp"}, False, sysroot=sr)
+    assert res["rails"][0]["after"]["trust"] == "pcp"
+    assert dcb_emu.state(str(tmp_path), "ens1np0")["trust"] == "pcp"
+
+
+@pytest.mark.parametrize("reply,needle", [
+    ((0, "dcb utility, iproute2-5.10.0\n", ""), "too old"),
+    ((1, "", "boom"), "dcb -V failed"),
+    ((0, "garbage\n", ""), "cannot read the iproute2 version"),
+])
+def test_dcb_version_errors(tmp_path, reply, needle):
+    sr = _sysroot(tmp_path, ["ens1np0"])
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return reply
+    with pytest.raises(dcb.DcbError) as e:
+        dcb.apply_dcb(run, ["ens1np0"], {}, False, sysroot=sr)
+    assert needle in str(e.value)
+    assert calls == [["dcb", "-V"]]
+
+
+def test_dcb_missing(tmp_path):
+    sr = _sysroot(tmp_path, ["ens1np0"])
+
+    def run(argv):
+        raise OSError(2, "No such file or directory")
+    with pytest.raises(dcb.DcbError) as e:
+        dcb.apply_dcb(run, ["ens1np0"], {}, False, sysroot=sr)
+    assert "cannot run dcb" in str(e.value)
+
+
+def test_validation_runs_nothing(tmp_path):
+    sr = _sysroot(tmp_path, ["ens1np0"])
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, "", ""
+    for rails, desired in ((["ens1np0", "nope0"], {}), (["ens1np0"], {"pfc_priorities": [3, 3]}), ([], {})):
+        with pytest.raises(dcb.DcbValidationError):
+            dcb.apply_dcb(run, rails, desired, False, sysroot=sr)
+    assert calls == []
+
+
+def test_device_without_dcb_fails_clearly(tmp_path):
+    sr, run = _node(tmp_path, ["ens1np0"])
+    (tmp_path / "sys" / "class" / "net" / "veth0").mkdir()
+    with pytest.raises(dcb.DcbError) as e:
+        dcb.apply_dcb(run, ["veth0"], {}, False, sysroot=sr)
+    assert "Operation not supported" in str(e.value)
+
+
+def test_readback_mismatch_fails(tmp_path):
+    sr, run = _node(tmp_path, ["ens1np0"])
+
+    def lying(argv):
+        if argv[1:3] == ["pfc", "set"]:
+            return 0, "", ""  # claims success, changes nothing
+        return run(argv)
+    with pytest.raises(dcb.DcbError) as e:
+        dcb.apply_dcb(lying, ["ens1np0"], {}, False, sysroot=sr)
+    assert "does not read back" in str(e.value) and "pfc" in str(e.value)
+
+
+def test_failed_command_reports_stderr(tmp_path):
+    sr, run = _node(tmp_path, ["ens1np0"])
+
+    def failing(argv):
+        if argv[1:3] == ["app", "add"]:
+            return 1, "", "Attribute write: Invalid argument\n"
+        return run(argv)
+    with pytest.raises(dcb.DcbError) as e:
+        dcb.apply_dcb(failing, ["ens1np0"], {}, False, sysroot=sr)
+    assert "Invalid argument" in str(e.value) and "ens1np0" in str(e.value)
+
+
+def test_diff_text():
+    results = [{"rail": "r0", "before": {"trust": "pcp", "pfc": [], "dscp_prio": {"26": None}},
+                "after": {"trust": "dscp", "pfc": [3], "dscp_prio": {"26": 3}}}]
+    assert dcb.diff_text(results, "before") == "r0 trust=pcp pfc=none dscp26->None\n"
+    assert dcb.diff_text(results, "after") == "r0 trust=dscp pfc=3 dscp26->3\n"
