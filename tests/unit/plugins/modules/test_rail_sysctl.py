@@ -1,0 +1,148 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""rail_sysctl run in-process against a plain-file sysroot (never the host's /proc/sys), and with routing
+against a network namespace created for the test (root only)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+from modrunner import run_module
+
+from ansible_collections.gpufabric.node.plugins.module_utils import sysctl
+from ansible_collections.gpufabric.node.plugins.modules import rail_sysctl
+
+CONF = "proc/sys/net/ipv4/conf"
+RAILS = ["rail0", "rail1"]
+
+
+def _w(path, text):
+    if not os.path.isdir(os.path.dirname(path)):
+        os.makedirs(os.path.dirname(path))
+    with open(path, "w") as f:
+        f.write(text)
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    r = str(tmp_path / "root")
+    for name in RAILS + ["eth9"]:
+        os.makedirs(os.path.join(r, "sys/class/net", name))
+    for iface in ["all", "default"] + RAILS:
+        for key, v in (("arp_ignore", 0), ("arp_announce", 0), ("rp_filter", 1)):
+            _w(os.path.join(r, CONF, iface, key), "%d\n" % v)
+    monkeypatch.setenv("GPUFABRIC_SYSROOT", r)
+    return r
+
+
+def val(root, iface, key):
+    with open(os.path.join(root, CONF, iface, key)) as f:
+        return int(f.read())
+
+
+def sysctl_file(root):
+    p = os.path.join(root, sysctl.SYSCTL_FILE.lstrip("/"))
+    return open(p).read() if os.path.exists(p) else None
+
+
+def test_apply_diff_idempotent(root, monkeypatch):
+    res = run_module(rail_sysctl, {"rails": RAILS}, diff=True, monkeypatch=monkeypatch)
+    assert not res.get("failed"), res
+    assert res["changed"] is True
+    assert len([d for d in res["drift"] if d["concern"] == "sysctl" and d["object"] != sysctl.SYSCTL_FILE]) == 12
+    assert res["settings"]["rail1"] == {"arp_announce": 2, "arp_ignore": 1, "rp_filter": 2}
+    assert res["effective_rp_filter"] == {"rail0": 2, "rail1": 2}
+    assert val(root, "all", "rp_filter") == 2 and val(root, "rail0", "arp_ignore") == 1
+    assert res["diff"][0]["after"] == sysctl_file(root)
+    assert "net.ipv4.conf.rail1.rp_filter = 2" in sysctl_file(root)
+    again = run_module(rail_sysctl, {"rails": RAILS}, monkeypatch=monkeypatch)
+    assert again["changed"] is False and again["drift"] == []
+
+
+def test_check_mode(root, monkeypatch):
+    res = run_module(rail_sysctl, {"rails": RAILS, "rp_filter": 0}, check_mode=True, monkeypatch=monkeypatch)
+    assert res["changed"] is True
+    assert val(root, "all", "rp_filter") == 1
+    assert sysctl_file(root) is None
+    assert {"concern": "sysctl", "object": "all", "key": "rp_filter", "current": 1, "desired": 0} in res["drift"]
+
+
+BAD = [
+    ("rp_filter 3", {"rails": RAILS, "rp_filter": 3}, "value of rp_filter must be one of"),
+    ("unknown rail", {"rails": ["rail7"]}, "rail7 do not exist"),
+    ("duplicate rails", {"rails": ["rail0", "rail0"]}, "listed twice"),
+    ("illegal name", {"rails": ["rail 0"]}, "not a legal Linux interface name"),
+    ("rail without IPv4 conf", {"rails": ["eth9"]}, "/proc/sys/net/ipv4/conf/eth9 does not exist"),
+    ("table base covers main", {"rails": RAILS, "routing": True, "routing_table_base": 253}, "reserved table"),
+    ("table base 0", {"rails": RAILS, "routing": True, "routing_table_base": 0}, "must lie in"),
+    ("priority 0", {"rails": RAILS, "routing": True, "routing_rule_priority": 0}, "1..32765"),
+    ("gateway for another rail", {"rails": RAILS, "routing": True, "routing_gateways": {"eth9": "10.0.0.1"}},
+     "not in rails"),
+    ("gateway without routing", {"rails": RAILS, "routing_gateways": {"rail0": "10.0.0.1"}}, "needs routing"),
+]
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])
+def test_bad_input(root, monkeypatch, case):
+    _id, args, msg = case
+    res = run_module(rail_sysctl, args, monkeypatch=monkeypatch)
+    assert res.get("failed") is True
+    assert msg in res["msg"]
+    assert val(root, "all", "arp_ignore") == 0
+    assert sysctl_file(root) is None
+
+
+def _can_netns():
+    return hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("ip") is not None
+
+
+@pytest.fixture
+def netns(monkeypatch):
+    if not _can_netns():
+        pytest.skip("needs root and iproute2 to create a network namespace")
+    pyroute2 = pytest.importorskip("pyroute2")
+    ns = "gfm-%s" % uuid.uuid4().hex[:8]
+    subprocess.check_call(["ip", "netns", "add", ns])
+    try:
+        for i, name in enumerate(RAILS):
+            subprocess.check_call(["ip", "-n", ns, "link", "add", name, "type", "veth", "peer", "name", name + "p"])
+            subprocess.check_call(["ip", "-n", ns, "link", "set", name, "up"])
+            subprocess.check_call(["ip", "-n", ns, "link", "set", name + "p", "up"])
+            subprocess.check_call(["ip", "-n", ns, "addr", "add", "10.100.%d.1/16" % i, "dev", name])
+        monkeypatch.setattr(rail_sysctl, "IPRoute", functools.partial(pyroute2.IPRoute, netns=ns))
+        yield ns
+    finally:
+        subprocess.call(["ip", "netns", "del", ns])
+
+
+def test_routing_in_netns(root, netns, monkeypatch):
+    args = {"rails": RAILS, "routing": True, "routing_table_base": 200, "routing_rule_priority": 900}
+    check = run_module(rail_sysctl, args, check_mode=True, monkeypatch=monkeypatch)
+    assert check["changed"] is True
+    assert "lookup 200" not in subprocess.check_output(["ip", "-n", netns, "rule"]).decode()
+    res = run_module(rail_sysctl, args, diff=True, monkeypatch=monkeypatch)
+    assert not res.get("failed"), res
+    assert [t["table"] for t in res["routing"]["tables"]] == [200, 201]
+    rules = subprocess.check_output(["ip", "-n", netns, "rule"]).decode()
+    assert "900:\tfrom 10.100.1.1 lookup 201" in rules
+    state = json.loads(open(os.path.join(root, "etc/gpufabric/routing.json")).read())
+    assert [r["rail"] for r in state["rails"]] == RAILS
+    again = run_module(rail_sysctl, args, monkeypatch=monkeypatch)
+    assert again["changed"] is False and again["drift"] == []
+
+
+def test_routing_rail_without_address_fails_before_sysctls(root, netns, monkeypatch):
+    subprocess.check_call(["ip", "-n", netns, "addr", "flush", "dev", "rail1"])
+    res = run_module(rail_sysctl, {"rails": RAILS, "routing": True}, monkeypatch=monkeypatch)
+    assert res.get("failed") is True
+    assert "rail rail1 has no IPv4 address" in res["msg"]
+    assert val(root, "all", "arp_ignore") == 0
