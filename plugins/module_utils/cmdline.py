@@ -239,18 +239,18 @@ def validate_pci_dev_list(devs, where):
 
 
 def _identities(token):
-    """What a present/absent argument speaks about: the key, or key.sub-option for pci=."""
+    """What a present/absent argument speaks about: the key, or ``key=sub-option`` for pci=."""
     key = arg_key(token)
     value = arg_value(token)
     if key in SUBOPTION_KEYS and value is not None:
-        return set("%s.%s" % (key, arg_key(s)) for s in split_suboptions(value))
+        return set("%s=%s" % (key, arg_key(s)) for s in split_suboptions(value))
     return set([key])
 
 
 def _overlaps(a, b):
     for x in a:
         for y in b:
-            if x == y or x.startswith(y + ".") or y.startswith(x + "."):
+            if x == y or x.startswith(y + "=") or y.startswith(x + "="):
                 return True
     return False
 
@@ -273,7 +273,7 @@ def validate(present, absent, arch=None):
             continue
         for ident in _identities(t):
             if key in SUBOPTION_KEYS:
-                sub = ident.split(".", 1)[1]
+                sub = ident.split("=", 1)[1]
                 val = [s for s in split_suboptions(arg_value(t)) if arg_key(s) == sub]
                 val = val[-1] if val else None
             else:

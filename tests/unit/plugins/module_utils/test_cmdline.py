@@ -87,6 +87,8 @@ MERGE_CASES = [
     ("present and absent different keys", ["iommu=off", "intel_iommu=off"], ["iommu=pt", "intel_iommu=on"],
      ["amd_iommu"], ["iommu=pt", "intel_iommu=on"]),
     ("dotted module param", ["ro"], ["iommu.passthrough=1"], [], ["ro", "iommu.passthrough=1"]),
+    ("dotted key is not a sub-option of iommu", ["iommu=off", "iommu.passthrough=0"], ["iommu=pt"],
+     ["iommu.passthrough=0"], ["iommu=pt"]),
 ]
 
 
