@@ -26,6 +26,20 @@ def run(monkeypatch, root, args):
     return exc.value.code
 
 
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory):
+    """Build each topology once per module; the module only reads."""
+    built = {}
+
+    def get(name):
+        if name not in built:
+            root = str(tmp_path_factory.mktemp(name) / "root")
+            build_tree(root, name)
+            built[name] = root
+        return built[name]
+    return get
+
+
 @pytest.fixture
 def capture(capsys):
     def read():
@@ -46,10 +60,9 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_main(tmp_path, monkeypatch, capture, case):
+def test_main(trees, monkeypatch, capture, case):
     _name, topo, args, keys, warn_parts = case
-    root = str(tmp_path / "root")
-    build_tree(root, topo)
+    root = trees(topo)
     assert run(monkeypatch, root, args) == 0
     out = capture()
     assert out["changed"] is False
@@ -66,18 +79,16 @@ def test_main(tmp_path, monkeypatch, capture, case):
     assert set(out["warnings_found"]) <= set(emitted)
 
 
-def test_pairing_through_module(tmp_path, monkeypatch, capture):
-    root = str(tmp_path / "root")
-    build_tree(root, "hgx-h200")
+def test_pairing_through_module(trees, monkeypatch, capture):
+    root = trees("hgx-h200")
     assert run(monkeypatch, root, {"gather_subset": ["pci", "rails"]}) == 0
     facts = capture()["ansible_facts"]["gpufabric"]
     assert [(p["gpu_index"], p["ibdev"], p["relation"]) for p in facts["pairing"]] == \
         [(i, "mlx5_%d" % i, "PIX") for i in range(8)]
 
 
-def test_bad_subset_fails(tmp_path, monkeypatch, capture):
-    root = str(tmp_path / "root")
-    build_tree(root, "hgx-h200")
+def test_bad_subset_fails(trees, monkeypatch, capture):
+    root = trees("hgx-h200")
     assert run(monkeypatch, root, {"gather_subset": ["gpus"]}) == 1
     out = capture()
     assert out["failed"] is True and "unknown gather_subset" in out["msg"]
