@@ -16,8 +16,8 @@ description:
   - Reads the DCB state of every rail with C(dcb -j) (one process per object and rail), compares it with the
     requested state and runs the fewest C(dcb) commands that make them equal, then reads every changed rail back and
     fails when it does not read back as requested.
-  - C(dcb pfc set) is never run on a rail whose enabled PFC priorities already equal I(pfc_priorities): on mlx5 a
-    change of the PFC enable mask toggles the port link.
+  - C(dcb pfc set) is never run on a rail whose enabled PFC priorities already equal I(pfc_priorities), because on mlx5
+    a change of the PFC enable mask toggles the port link.
   - On mlx5 the port trusts DSCP as soon as it has a DSCP APP entry (the driver then lists all 64 DSCP entries,
     priority = DSCP >> 3 by default); C(dcb apptrust) is not supported by that driver. Where the driver supports
     C(dcb apptrust) (iproute2 6.2 or later), the module also sets the trust order.
