@@ -214,7 +214,7 @@ def link_maps(ipr):
 def rail_ipv4(ipr, rails, by_name=None):
     """[(rail, address, prefixlen)] using each rail's first primary IPv4 address; RoutingError names the rail."""
     if by_name is None:
-        by_name, _ = link_maps(ipr)
+        by_name = link_maps(ipr)[0]
     out = []
     for rail in rails:
         if rail not in by_name:
@@ -338,7 +338,7 @@ def manage(sysroot, ipr, rails, table_base, priority, gateways, check_mode, path
     """Module entry point: addresses from netlink, plan, apply, record the state file."""
     validate_priority(priority)
     validate_table_base(table_base, len(rails))
-    by_name, _ = link_maps(ipr)
+    by_name = link_maps(ipr)[0]
     addrs = rail_ipv4(ipr, rails, by_name)
     tables = desired_tables(addrs, table_base, gateways)
     previous = load_state(sysroot, path)

@@ -21,7 +21,7 @@ description:
   - NCCL applies the file's lines without overwriting variables that are already set, so the process environment and
     C(~/.nccl.conf) take precedence over this file. Containers see it only when it is mounted into them.
 author:
-  - gpufabric developers
+  - gpufabric developers (@gpufabric)
 options:
   rails:
     description: Network interfaces of the RoCE rails, in the order NCCL should list the HCAs.
@@ -56,9 +56,12 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Reports what would change and the drift; writes nothing and runs no mutating command.
   diff_mode:
     support: full
+    description: Diff of the NCCL configuration file.
   platform:
+    support: full
     platforms: posix
     description: Linux with RDMA devices behind the rails.
 """

@@ -25,7 +25,7 @@ description:
     these tables that are not desired are removed. The desired state is recorded in C(/etc/gpufabric/routing.json),
     from which the collection's boot-time applier re-applies it with the same code after a reboot.
 author:
-  - gpufabric developers
+  - gpufabric developers (@gpufabric)
 options:
   rails:
     description: Network interfaces of the RoCE rails. Must exist and be legal interface names; no duplicates.
@@ -74,6 +74,7 @@ attributes:
     support: full
     description: Diff of C(/etc/sysctl.d/90-gpufabric-rails.conf) and, with O(routing), of the routing state file.
   platform:
+    support: full
     platforms: posix
     description: Linux. Run in the network namespace that holds the rails.
 requirements:

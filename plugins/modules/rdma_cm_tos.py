@@ -24,7 +24,7 @@ description:
     reset); removing the configfs group does not reset it. The collection's boot-time applier re-applies it on the
     udev C(add) event of the RDMA device, using the same code.
 author:
-  - gpufabric developers
+  - gpufabric developers (@gpufabric)
 options:
   rails:
     description:
@@ -57,7 +57,9 @@ attributes:
       group (ports whose group does not exist yet are reported with an unknown C(before)).
   diff_mode:
     support: full
+    description: Before and after value of every configured port.
   platform:
+    support: full
     platforms: posix
     description: Linux with RDMA devices and rdma_cm configfs support (C(CONFIG_INFINIBAND_ADDR_TRANS_CONFIGFS)).
 notes:
