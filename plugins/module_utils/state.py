@@ -14,8 +14,8 @@ Schema (``version`` 1), one section per concern, each optional::
      "dcb":       {"rails": ["ens1np0", ...], "dscp_map": [{"dscp": 26, "priority": 3}],
                    "pfc_priorities": [3], "trust": "dscp", "ets": null},
      "rdma_cm":   {"rails": ["ens1np0", ...]  or  "devices": ["mlx5_0", ...], "tos": 106},
-     "acs":       {"bridges": [{"path": "0000:15:01.0/00.0", "bdf": "0000:16:00.0"}, ...],
-                   "clear_bits": 44},
+     "acs":       {"bridges": [{"kernel_path": "0000:15:01.0/00.0", "bdf": "0000:16:00.0"}, ...],
+                   "clear": ["ReqRedir", "CmpltRedir", "EgressCtrl"]},
      "nvidia_fs": {"rw_stats_enabled": 1},
      "routing":   {"state_file": "/etc/gpufabric/routing.json"}}
 
@@ -23,7 +23,7 @@ Schema (``version`` 1), one section per concern, each optional::
 module uses; :func:`dcb_desired` turns the section back into ``apply_dcb``'s argument).
 ``rdma_cm`` keeps what the module was given: rail names survive RDMA device renames, device
 names are used as they are. ``acs`` keeps each bridge in the kernel's path form (survives bus
-renumbering) and the BDF it had when recorded. ``routing`` only points at the routing module's
+renumbering) and the BDF it had when recorded, in the shape ``acs.apply_acs`` takes. ``routing`` only points at the routing module's
 own state file (``routing.py`` owns its format); the applier loads that file.
 
 Every section is validated and normalised (sorted, de-duplicated) before it is stored, so the
@@ -42,7 +42,7 @@ import json
 import os
 import re
 
-from ansible_collections.gpufabric.node.plugins.module_utils import dcb, pci, rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, pci, rdma_cm
 from ansible_collections.gpufabric.node.plugins.module_utils.sysctl import validate_ifname
 
 try:
@@ -58,7 +58,6 @@ CONCERNS = ("dcb", "rdma_cm", "acs", "nvidia_fs", "routing")
 ROUTING_STATE_FILE = STATE_DIR + "/routing.json"
 
 _IBDEV_RE = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
-_BDF_RE = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 _PATH_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](/[0-9a-fA-F]{2}\.[0-7])*$")
 
 
@@ -153,41 +152,31 @@ def _validate_rdma_cm(data):
     return out
 
 
-def normalize_bdf(text):
-    """'15:01.0' or '0000:15:01.0' -> '0000:15:01.0'; ValueError otherwise."""
-    s = str(text).strip().lower()
-    if s.count(":") == 1:
-        s = "0000:" + s
-    if not _BDF_RE.match(s):
-        raise ValueError("%r is not a PCI address (<domain>:<bus>:<dev>.<fn>)" % (text,))
-    return s
-
-
 def _validate_acs(data):
-    _only_keys(data, "acs", ("bridges", "clear_bits"))
+    """ACS in acs.py's shape: bridges [{kernel_path, bdf}] and the long names of the bits to clear."""
+    _only_keys(data, "acs", ("bridges", "clear"))
     bridges = data.get("bridges")
     if isinstance(bridges, (str, dict)) or not isinstance(bridges, (list, tuple)) or not bridges:
-        raise ValueError("acs.bridges must be a non-empty list of {path, bdf} (got %r)" % (bridges,))
+        raise ValueError("acs.bridges must be a non-empty list of {kernel_path, bdf} (got %r)" % (bridges,))
     out = []
     seen = set()
     for b in bridges:
-        if not isinstance(b, dict) or set(b) - {"path", "bdf"} or not b.get("path"):
-            raise ValueError("acs.bridges entries must be {path: <kernel path form>, bdf: <address>} (got %r)" % (b,))
-        path = str(b["path"]).strip().lower()
+        if not isinstance(b, dict) or set(b) - {"kernel_path", "bdf"} or not b.get("kernel_path"):
+            raise ValueError("acs.bridges entries must be {kernel_path: <kernel path form>, bdf: <address>} "
+                             "(got %r)" % (b,))
+        path = str(b["kernel_path"]).strip().lower()
         if not _PATH_RE.match(path):
             raise ValueError("acs bridge path %r is not in the kernel's path form "
-                             "<domain>:<bus>:<dev>.<fn>[/<dev>.<fn>...]" % (b["path"],))
+                             "<domain>:<bus>:<dev>.<fn>[/<dev>.<fn>...]" % (b["kernel_path"],))
         if path in seen:
             raise ValueError("acs.bridges lists %s twice" % path)
         seen.add(path)
-        entry = {"path": path}
-        entry["bdf"] = normalize_bdf(b["bdf"]) if b.get("bdf") else None
-        out.append(entry)
-    clear = data.get("clear_bits")
-    if isinstance(clear, (list, tuple, str)):
-        clear = pci.encode_acs(clear)
-    clear = _int(clear, "acs.clear_bits", 1, 0x7F)
-    return {"bridges": sorted(out, key=lambda e: e["path"]), "clear_bits": clear}
+        out.append({"kernel_path": path, "bdf": pci.normalize_bdf(b["bdf"]) if b.get("bdf") else None})
+    try:
+        names, _mask = acs.validate_clear(data.get("clear"))
+    except acs.AcsError as e:
+        raise ValueError("acs: %s" % e)
+    return {"bridges": sorted(out, key=lambda e: e["kernel_path"]), "clear": names}
 
 
 def _validate_nvidia_fs(data):

@@ -1,0 +1,187 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.gpufabric.node.plugins.module_utils import state
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+
+DCB = {"rails": ["ens2np0", "ens1np0"], "dscp_map": [{"dscp": 26, "priority": 3}], "pfc_priorities": [3],
+       "trust": "dscp", "ets": None}
+TOS_RAILS = {"rails": ["ens1np0", "ens10np0", "ens2np0"], "tos": 106}
+ACS = {"bridges": [{"kernel_path": "0000:15:01.0/00.0", "bdf": "16:00.0"}], "clear": ["RR", "CR", "EC"]}
+
+NORMALISE_CASES = [
+    # id, concern, input, expected stored section
+    ("dcb rails sorted, defaults filled", "dcb", {"rails": ["ens2np0", "ens1np0"]},
+     {"rails": ["ens1np0", "ens2np0"], "dscp_map": [{"dscp": 26, "priority": 3}], "pfc_priorities": [3],
+      "trust": "dscp", "ets": None}),
+    ("dcb dscp_map sorted by dscp", "dcb",
+     {"rails": ["ens1np0"], "dscp_map": [{"dscp": 46, "priority": 5}, {"dscp": 26, "priority": 3}],
+      "pfc_priorities": [5, 3]},
+     {"rails": ["ens1np0"], "dscp_map": [{"dscp": 26, "priority": 3}, {"dscp": 46, "priority": 5}],
+      "pfc_priorities": [3, 5], "trust": "dscp", "ets": None}),
+    ("rdma_cm rails in natural order", "rdma_cm", TOS_RAILS,
+     {"rails": ["ens1np0", "ens2np0", "ens10np0"], "tos": 106}),
+    ("rdma_cm devices", "rdma_cm", {"devices": ["mlx5_1", "mlx5_0"], "tos": "104"},
+     {"devices": ["mlx5_0", "mlx5_1"], "tos": 104}),
+    ("acs short names and short bdf", "acs", ACS,
+     {"bridges": [{"kernel_path": "0000:15:01.0/00.0", "bdf": "0000:16:00.0"}],
+      "clear": ["ReqRedir", "CmpltRedir", "EgressCtrl"]}),
+    ("acs default clear", "acs", {"bridges": [{"kernel_path": "0000:15:01.0"}]},
+     {"bridges": [{"kernel_path": "0000:15:01.0", "bdf": None}], "clear": ["ReqRedir", "CmpltRedir", "EgressCtrl"]}),
+    ("nvidia_fs bool", "nvidia_fs", {"rw_stats_enabled": True}, {"rw_stats_enabled": 1}),
+    ("routing default file", "routing", {}, {"state_file": "/etc/gpufabric/routing.json"}),
+]
+
+
+@pytest.mark.parametrize("concern,data,expected", [c[1:] for c in NORMALISE_CASES],
+                         ids=[c[0] for c in NORMALISE_CASES])
+def test_validate_section_normalises(concern, data, expected):
+    assert state.validate_section(concern, data) == expected
+
+
+BAD_CASES = [
+    ("unknown concern", "sysctl", {}, "unknown concern"),
+    ("dcb no rails", "dcb", {"dscp_map": []}, "dcb.rails must be a non-empty list"),
+    ("dcb rails a string", "dcb", {"rails": "ens1np0"}, "dcb.rails must be a non-empty list"),
+    ("dcb bad ifname", "dcb", {"rails": ["a/b"]}, "dcb.rails"),
+    ("dcb duplicate rail", "dcb", {"rails": ["ens1np0", "ens1np0"]}, "twice"),
+    ("dcb dscp out of range", "dcb", {"rails": ["ens1np0"], "dscp_map": [{"dscp": 64, "priority": 3}]}, "0..63"),
+    ("dcb pcp with map", "dcb", {"rails": ["ens1np0"], "trust": "pcp", "dscp_map": [{"dscp": 26, "priority": 3}]},
+     "trust pcp"),
+    ("dcb unknown key", "dcb", {"rails": ["ens1np0"], "willing": True}, "unknown key(s) willing"),
+    ("rdma_cm both", "rdma_cm", {"rails": ["ens1np0"], "devices": ["mlx5_0"], "tos": 106}, "exactly one"),
+    ("rdma_cm neither", "rdma_cm", {"tos": 106}, "exactly one"),
+    ("rdma_cm tos 256", "rdma_cm", {"devices": ["mlx5_0"], "tos": 256}, "0..255"),
+    ("rdma_cm bad device", "rdma_cm", {"devices": ["../x"], "tos": 106}, "not an RDMA device name"),
+    ("acs bad path", "acs", {"bridges": [{"kernel_path": "15:01.0/0.0.0"}]}, "path form"),
+    ("acs empty", "acs", {"bridges": []}, "non-empty list"),
+    ("acs unmanaged bit", "acs", {"bridges": [{"kernel_path": "0000:15:01.0"}], "clear": ["TB"]}, "not managed"),
+    ("acs duplicate", "acs", {"bridges": [{"kernel_path": "0000:15:01.0"}, {"kernel_path": "0000:15:01.0"}]},
+     "twice"),
+    ("nvidia_fs 2", "nvidia_fs", {"rw_stats_enabled": 2}, "0..1"),
+    ("nvidia_fs missing", "nvidia_fs", {}, "required"),
+    ("routing relative", "routing", {"state_file": "etc/x.json"}, "absolute path"),
+]
+
+
+@pytest.mark.parametrize("concern,data,msg", [c[1:] for c in BAD_CASES], ids=[c[0] for c in BAD_CASES])
+def test_validate_section_rejects(concern, data, msg):
+    with pytest.raises(ValueError) as e:
+        state.validate_section(concern, data)
+    assert msg in str(e.value)
+
+
+def test_missing_file_loads_empty(tmp_path):
+    assert state.load(Sysroot(str(tmp_path))) == {"version": 1}
+
+
+def test_round_trip_and_idempotent(tmp_path):
+    sr = Sysroot(str(tmp_path))
+    assert state.record(sr, "dcb", DCB, False) is True
+    assert state.record(sr, "rdma_cm", TOS_RAILS, False) is True
+    assert state.record(sr, "nvidia_fs", {"rw_stats_enabled": 1}, False) is True
+    loaded = state.load(sr)
+    assert loaded["version"] == 1
+    assert loaded["dcb"]["rails"] == ["ens1np0", "ens2np0"]
+    assert loaded["rdma_cm"] == {"rails": ["ens1np0", "ens2np0", "ens10np0"], "tos": 106}
+    assert loaded["nvidia_fs"] == {"rw_stats_enabled": 1}
+    text = (tmp_path / "etc/gpufabric/state.json").read_text()
+    # the same desired state in another order changes nothing
+    assert state.record(sr, "dcb", dict(DCB, rails=["ens1np0", "ens2np0"]), False) is False
+    assert state.record(sr, "rdma_cm", {"tos": 106, "rails": ["ens2np0", "ens10np0", "ens1np0"]}, False) is False
+    assert (tmp_path / "etc/gpufabric/state.json").read_text() == text
+    assert oct(os.stat(str(tmp_path / "etc/gpufabric/state.json")).st_mode & 0o777) == "0o644"
+
+
+def test_sections_are_independent(tmp_path):
+    sr = Sysroot(str(tmp_path))
+    state.record(sr, "dcb", DCB, False)
+    state.record(sr, "rdma_cm", TOS_RAILS, False)
+    assert state.record(sr, "rdma_cm", {"devices": ["mlx5_0"], "tos": 104}, False) is True
+    loaded = state.load(sr)
+    assert loaded["rdma_cm"] == {"devices": ["mlx5_0"], "tos": 104}
+    assert loaded["dcb"]["rails"] == ["ens1np0", "ens2np0"]
+    assert state.forget(sr, "rdma_cm", False) is True
+    assert state.forget(sr, "rdma_cm", False) is False
+    assert "rdma_cm" not in state.load(sr) and "dcb" in state.load(sr)
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    sr = Sysroot(str(tmp_path))
+    assert state.record(sr, "dcb", DCB, True) is True
+    assert not (tmp_path / "etc").exists()
+    state.record(sr, "dcb", DCB, False)
+    before = (tmp_path / "etc/gpufabric/state.json").read_text()
+    assert state.record(sr, "dcb", dict(DCB, pfc_priorities=[3, 4]), True) is True
+    assert (tmp_path / "etc/gpufabric/state.json").read_text() == before
+
+
+def test_invalid_data_writes_nothing(tmp_path):
+    sr = Sysroot(str(tmp_path))
+    state.record(sr, "dcb", DCB, False)
+    before = (tmp_path / "etc/gpufabric/state.json").read_text()
+    with pytest.raises(ValueError):
+        state.record(sr, "dcb", {"rails": []}, False)
+    assert (tmp_path / "etc/gpufabric/state.json").read_text() == before
+
+
+def test_atomic_write_failure_keeps_old_file(tmp_path, monkeypatch):
+    sr = Sysroot(str(tmp_path))
+    state.record(sr, "dcb", DCB, False)
+    path = tmp_path / "etc/gpufabric/state.json"
+    before = path.read_text()
+
+    def broken_fsync(_fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError):
+        state.record(sr, "rdma_cm", TOS_RAILS, False)
+    assert path.read_text() == before
+    leftovers = [n for n in os.listdir(str(path.parent)) if n not in ("state.json", ".state.lock")]
+    assert leftovers == []
+
+
+LOAD_BAD = [
+    ("not json", "{", "not valid JSON"),
+    ("other version", json.dumps({"version": 2}), "unknown state version 2"),
+    ("unknown section", json.dumps({"version": 1, "kmod": {}}), "unknown section(s) kmod"),
+    ("invalid section", json.dumps({"version": 1, "rdma_cm": {"tos": 106}}), "exactly one"),
+    ("not an object", "[]", "must be a JSON object"),
+]
+
+
+@pytest.mark.parametrize("text,msg", [c[1:] for c in LOAD_BAD], ids=[c[0] for c in LOAD_BAD])
+def test_load_rejects(tmp_path, text, msg):
+    p = tmp_path / "etc/gpufabric/state.json"
+    p.parent.mkdir(parents=True)
+    p.write_text(text)
+    with pytest.raises(state.StateError) as e:
+        state.load(Sysroot(str(tmp_path)))
+    assert msg in str(e.value) and "/etc/gpufabric/state.json" in str(e.value)
+
+
+def test_corrupt_file_is_replaced_by_record(tmp_path):
+    p = tmp_path / "etc/gpufabric/state.json"
+    p.parent.mkdir(parents=True)
+    p.write_text("{garbage")
+    sr = Sysroot(str(tmp_path))
+    changed, before, after = state.plan_record(sr, "nvidia_fs", {"rw_stats_enabled": 0})
+    assert changed and before == "{garbage" and json.loads(after) == {"version": 1, "nvidia_fs": {"rw_stats_enabled": 0}}
+    assert state.record(sr, "nvidia_fs", {"rw_stats_enabled": 0}, False) is True
+    assert state.load(sr) == {"version": 1, "nvidia_fs": {"rw_stats_enabled": 0}}
+
+
+def test_dcb_desired_is_apply_dcb_argument(tmp_path):
+    section = state.validate_section("dcb", DCB)
+    assert state.dcb_desired(section) == {"dscp_map": [{"dscp": 26, "priority": 3}], "pfc_priorities": [3],
+                                          "trust": "dscp", "ets": None}
