@@ -253,7 +253,7 @@ def encode_acs(names):
     for n in names:
         key = str(n).strip().upper()
         if key not in ACS_BIT:
-            raise ValueError("unknown ACS bit %r (known: %s)" % (n, ", ".join(k for k, _ in ACS_BITS)))
+            raise ValueError("unknown ACS bit %r (known: %s)" % (n, ", ".join(name for name, _bit in ACS_BITS)))
         value |= ACS_BIT[key]
     return value
 

@@ -26,7 +26,7 @@ description:
   - Warns about GPU/NIC pairs across NUMA nodes, an IOMMU in translated mode, the proprietary NVIDIA kernel module
     together with nvidia-fs, and NVSwitches without a running Fabric Manager.
 author:
-  - gpufabric developers
+  - gpufabric developers (@gpufabric)
 options:
   gather_subset:
     description:
@@ -44,9 +44,12 @@ attributes:
     description: The module only reads; it behaves the same in check mode.
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff.
   facts:
     support: full
+    description: Returns C(ansible_facts.gpufabric).
   platform:
+    support: full
     platforms: posix
     description: Linux with sysfs and procfs.
 notes:
