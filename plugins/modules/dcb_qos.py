@@ -24,7 +24,7 @@ description:
   - The DCB state is runtime state, lost at reboot and driver reload; the boot-time applier re-applies it with the
     same code.
 author:
-  - gpufabric developers
+  - gpufabric developers (@gpufabric)
 requirements:
   - iproute2 5.12 or later (C(dcb app)); 6.2 or later for C(dcb apptrust).
 options:
@@ -82,13 +82,17 @@ options:
         required: true
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Check mode reads the state and reports the commands it would run; it runs no C(dcb) command that writes.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
   platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
     platforms: posix
-    description: Linux with DCB-capable NICs (mlx5) and iproute2 C(dcb).
+    details: Linux with DCB-capable NICs (mlx5) and iproute2 C(dcb).
 notes:
   - Runs C(dcb) from C(PATH) with C(LC_ALL=C).
 seealso:
