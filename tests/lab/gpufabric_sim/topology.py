@@ -157,8 +157,7 @@ def _switched(spec, start_gpu, start_nic):
 def _walk(devices):
     for d in devices:
         yield d
-        for c in _walk(d.get("children", [])):
-            yield c
+        yield from _walk(d.get("children", []))
 
 
 def iter_devices(topology):

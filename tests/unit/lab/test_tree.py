@@ -136,7 +136,10 @@ def test_manifest_per_contract(built):
 
 def test_host_files(built):
     name, root, manifest = built
-    read = lambda p: open(os.path.join(root, p)).read()  # noqa: E731
+
+    def read(p):
+        with open(os.path.join(root, p)) as f:
+            return f.read()
     topo = topology.load(name)
     assert read("proc/cmdline").strip() == topo["cmdline"]
     assert "iommu=pt" not in read("proc/cmdline")
@@ -169,8 +172,8 @@ def test_hgx_specifics(tmp_path):
 BAD_TOPOLOGIES = [
     ({"root_buses": [{"bus": "0000:10", "devices": [{"bdf": "0000:10:01.0", "kind": "wat"}]}]}, "kind"),
     ({"root_buses": [{"bus": "0000:10", "devices": [{"bdf": "10:1", "kind": "gpu"}]}]}, "bad BDF"),
-    ({"root_buses": [{"bus": "0000:10", "devices": [{"bdf": "0000:10:01.0", "kind": "gpu"},
-                                                     {"bdf": "0000:10:01.0", "kind": "gpu"}]}]}, "duplicate"),
+    ({"root_buses": [{"bus": "0000:10", "devices": [
+        {"bdf": "0000:10:01.0", "kind": "gpu"}, {"bdf": "0000:10:01.0", "kind": "gpu"}]}]}, "duplicate"),
     ({"root_buses": [{"bus": "0000:10", "devices": [{"bdf": "0000:10:01.0", "kind": "nic"}]}]}, "netdev"),
     ({"iommu": "maybe"}, "iommu"),
     ({"root_buses": [{"bus": "0000:10", "devices": [

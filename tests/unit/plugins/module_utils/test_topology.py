@@ -116,9 +116,10 @@ MISSING_NUMA = host(rbus("0000:70", 0,
 
 NO_GPUS = host(rbus("0000:80", 0, rp("0000:80:01.0", nic("0000:81:00.0", 0))))
 
-NO_IOMMU = host(rbus("0000:40", 0, rp("0000:40:01.0", up("0000:41:00.0", down("0000:42:00.0", gpu("0000:43:00.0")),
-                                                          down("0000:42:01.0", nic("0000:44:00.0", 0))))),
-                iommu="off")
+NO_IOMMU = host(rbus("0000:40", 0, rp("0000:40:01.0", up(
+    "0000:41:00.0",
+    down("0000:42:00.0", gpu("0000:43:00.0")),
+    down("0000:42:01.0", nic("0000:44:00.0", 0))))), iommu="off")
 
 PROPRIETARY = host(rbus("0000:40", 0, rp("0000:40:01.0", gpu("0000:41:00.0"))),
                    nvidia_driver={"flavour": "proprietary"}, nvidia_fs={"loaded": True, "modules": {"rpcrdma": "4.0"}})
