@@ -21,8 +21,9 @@ description:
   - Creates the configfs device group with C(mkdir) when needed (the kernel then creates C(ports/<n>/)), writes the
     value, reads it back and fails when it differs.
   - The value is not persistent. It is reset to 0 whenever the RDMA device registers (boot, driver reload, firmware
-    reset); removing the configfs group does not reset it. The collection's boot-time applier re-applies it on the
-    udev C(add) event of the RDMA device, using the same code.
+    reset); removing the configfs group does not reset it. The module records the applied values in
+    C(/etc/gpufabric/rdma_cm.json); the collection's boot-time applier re-applies them on the udev C(add) event of
+    the RDMA device, using the same code.
 author:
   - gpufabric developers (@gpufabric)
 options:
@@ -117,6 +118,13 @@ drift:
   type: list
   elements: dict
   sample: [{"concern": "rdma_cm", "object": "mlx5_0/1", "key": "default_roce_tos", "current": 0, "desired": 106}]
+state_file:
+  description: >-
+    The file recording the applied ToS per C(<ibdev>/<port>) (entries of other devices are kept), read by the
+    boot-time applier to re-apply the value after boot or driver reload.
+  returned: always
+  type: str
+  sample: /etc/gpufabric/rdma_cm.json
 actions:
   description: What was done, in words.
   returned: always
@@ -175,6 +183,7 @@ def main():
                 raise ValueError("devices lists a device twice: %s" % ", ".join(p["devices"]))
             pairs = [(d, None) for d in p["devices"]]
         pairs = rdma_cm.validate_devices_ports(sysroot, pairs)
+        rdma_cm.load_state(sysroot)
     except (ValueError, rdma_cm.RdmaCmError, rdma_cm.RailError) as e:
         module.fail_json(msg=str(e))
 
@@ -183,17 +192,24 @@ def main():
 
     try:
         res = rdma_cm.apply_tos(sysroot, pairs, tos, module.check_mode, run=make_runner(module))
+        state = rdma_cm.record_state(sysroot, pairs, tos, module.check_mode)
     except (ValueError, rdma_cm.RdmaCmError, OSError, IOError) as e:
         module.fail_json(msg="setting default_roce_tos failed: %s" % e)
 
     for entry in res["ports"]:
         if (entry["device"], entry["port"]) in rail_of:
             entry["rail"] = rail_of[(entry["device"], entry["port"])]
-    out = dict(changed=res["changed"], ports=res["ports"], configfs=res["configfs"], drift=res["drift"],
-               actions=res["actions"])
+    drift = list(res["drift"])
+    if state["changed"]:
+        drift.append({"concern": "rdma_cm", "object": state["path"], "key": "content",
+                      "current": "differs" if state["before"] else "missing", "desired": "managed"})
+    out = dict(changed=res["changed"] or state["changed"], ports=res["ports"], configfs=res["configfs"],
+               drift=drift, actions=res["actions"], state_file=state["path"])
     if module._diff:
-        out["diff"] = dict(before=diff_text(res["ports"], "before"), after=diff_text(res["ports"], "after"),
-                           before_header=rdma_cm.RDMA_CM, after_header=rdma_cm.RDMA_CM)
+        out["diff"] = [dict(before=diff_text(res["ports"], "before"), after=diff_text(res["ports"], "after"),
+                            before_header=rdma_cm.RDMA_CM, after_header=rdma_cm.RDMA_CM),
+                       dict(before=state["before"], after=state["after"], before_header=state["path"],
+                            after_header=state["path"])]
     module.exit_json(**out)
 
 

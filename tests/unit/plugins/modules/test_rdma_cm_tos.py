@@ -16,6 +16,7 @@ from gpufabric_sim import tree as sim_tree
 from modrunner import run_module
 
 from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import rdma_cm_tos
 
 RDMA = "sys/kernel/config/rdma_cm"
@@ -55,11 +56,14 @@ def test_rails_apply_then_idempotent(node, monkeypatch):
     first = run_module(rdma_cm_tos, {"rails": rails}, diff=True, monkeypatch=monkeypatch)
     assert not first.get("failed"), first
     assert first["changed"] is True
-    assert len(first["ports"]) == 8 and len(first["drift"]) == 8
+    assert len(first["ports"]) == 8 and len(first["drift"]) == 9  # 8 ports + the state file
     assert first["ports"][0] == {"device": "mlx5_0", "port": 1, "rail": "ens1np0", "before": 0, "after": 106}
-    assert "mlx5_0/1 default_roce_tos = 0" in first["diff"]["before"]
-    assert "mlx5_7/1 default_roce_tos = 106" in first["diff"]["after"]
+    assert "mlx5_0/1 default_roce_tos = 0" in first["diff"][0]["before"]
+    assert "mlx5_7/1 default_roce_tos = 106" in first["diff"][0]["after"]
     assert all(tos_of(root, r["ibdev"]) == 106 for r in manifest["rails"])
+    state = rdma_cm.load_state(Sysroot(root))
+    assert state["ports"]["mlx5_7/1"] == 106 and len(state["ports"]) == 8
+    assert rdma_cm.state_pairs(state, "mlx5_2") == {106: [("mlx5_2", 1)]}
     second = run_module(rdma_cm_tos, {"rails": rails}, monkeypatch=monkeypatch)
     assert second["changed"] is False and second["drift"] == []
 
@@ -69,7 +73,25 @@ def test_check_mode_creates_nothing(node, monkeypatch):
     res = run_module(rdma_cm_tos, {"devices": ["mlx5_0", "mlx5_1"], "tos": 104}, check_mode=True,
                      monkeypatch=monkeypatch)
     assert res["changed"] is True
-    assert [d["current"] for d in res["drift"]] == [None, None]
+    assert [d["current"] for d in res["drift"]] == [None, None, "missing"]
+    assert os.listdir(os.path.join(root, RDMA)) == []
+    assert not os.path.exists(os.path.join(root, "etc/gpufabric/rdma_cm.json"))
+
+
+def test_state_keeps_other_devices(node, monkeypatch):
+    root, _m = node
+    run_module(rdma_cm_tos, {"devices": ["mlx5_0"], "tos": 104}, monkeypatch=monkeypatch)
+    run_module(rdma_cm_tos, {"devices": ["mlx5_1"], "tos": 106}, monkeypatch=monkeypatch)
+    state = rdma_cm.load_state(Sysroot(root))
+    assert state["ports"] == {"mlx5_0/1": 104, "mlx5_1/1": 106}
+    assert rdma_cm.state_pairs(state) == {104: [("mlx5_0", 1)], 106: [("mlx5_1", 1)]}
+
+
+def test_corrupt_state_file_fails_before_touching(node, monkeypatch):
+    root, _m = node
+    Sysroot(root).write_file_atomic("/etc/gpufabric/rdma_cm.json", "{not json")
+    res = run_module(rdma_cm_tos, {"devices": ["mlx5_0"]}, monkeypatch=monkeypatch)
+    assert res.get("failed") is True and "not valid JSON" in res["msg"]
     assert os.listdir(os.path.join(root, RDMA)) == []
 
 
