@@ -17,7 +17,7 @@ Public API:
 ``select(sysroot, endpoints=None, bridges=None, pairs='paired', scan=None) -> Selection``
     Validates explicit endpoints / bridges (before anything is touched) or discovers the GPU<->NIC pairs,
     and returns the union of the path bridges with the pairs each serves.
-``apply_acs(sysroot, bridges, clear_bits, check_mode=False, scan=None) -> dict``
+``apply_acs(sysroot, bridges, clear_bits, check_mode=False, scan=None, all_or_nothing=False) -> dict``
     Clears ``clear_bits`` (names or a mask, restricted to what each ACS capability implements) in the ACS
     control register of each bridge (BDF, kernel path form, or ``{bdf, kernel_path}``), read-modify-write
     through sysfs ``config`` with read-back. Returns ``{changed, bridges: [...], drift: [...], errors}``.
@@ -300,12 +300,18 @@ def plan_bridge(scan, bdf, mask):
     return e, desired
 
 
-def apply_acs(sysroot, bridges, clear_bits, check_mode=False, scan=None):
-    """Clear ``clear_bits`` on each bridge; see the module docstring. Never raises for one bridge's failure:
-    the bridge gets ``status: error`` and ``error``, and ``errors`` lists the messages."""
+def apply_acs(sysroot, bridges, clear_bits, check_mode=False, scan=None, all_or_nothing=False):
+    """Clear ``clear_bits`` on each bridge; see the module docstring.
+
+    Every bridge is resolved and read first. A bridge that cannot be resolved or read gets
+    ``status: error`` and its message in ``errors``; the others are still written unless
+    ``all_or_nothing`` (then nothing is written when any bridge failed). A failed write or read-back
+    is recorded the same way. Never raises for one bridge's failure.
+    """
     scan = scan or topology.PciScan(sysroot)
     mask = _mask(clear_bits)
     result = {"changed": False, "bridges": [], "drift": [], "errors": []}
+    planned = []
     for spec in bridges:
         try:
             bdf = resolve(scan, spec)
@@ -316,15 +322,20 @@ def apply_acs(sysroot, bridges, clear_bits, check_mode=False, scan=None):
                                       "status": "error", "error": str(e)})
             continue
         result["bridges"].append(entry)
-        if desired is None or entry["status"] == "ok":
-            continue
-        result["drift"].append({"concern": "acs", "object": bdf, "key": "acs_ctrl",
-                                "current": entry["ctrl_before"], "desired": entry["ctrl_after"]})
+        if desired is not None and entry["status"] != "ok":
+            result["drift"].append({"concern": "acs", "object": bdf, "key": "acs_ctrl",
+                                    "current": entry["ctrl_before"], "desired": entry["ctrl_after"]})
+            planned.append((entry, desired))
+    if result["errors"] and all_or_nothing:
+        for entry, _desired in planned:
+            entry["status"] = "not_written"
+        return result
+    for entry, desired in planned:
         if check_mode:
             entry["status"] = "would_clear"
             continue
         try:
-            before, after = pci.write_acs_ctrl(sysroot, bdf, desired)
+            before, after = pci.write_acs_ctrl(sysroot, entry["bdf"], desired)
         except (pci.PciError, IOError, OSError) as e:
             entry["status"] = "error"
             entry["error"] = str(e)
@@ -332,6 +343,7 @@ def apply_acs(sysroot, bridges, clear_bits, check_mode=False, scan=None):
             continue
         entry["ctrl_before"], entry["ctrl_after"] = hex16(before), hex16(after)
         entry["bits_cleared"] = names_of(before & ~after & pci.ACS_ALL)
+        entry["setpci"] = setpci_command(entry["bdf"], after)
         entry["status"] = "cleared"
         result["changed"] = result["changed"] or before != after
     return result
