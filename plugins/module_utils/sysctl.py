@@ -211,7 +211,12 @@ def manage(sysroot, rails, values, check_mode, path=SYSCTL_FILE):
     settings_out = {}
     for (iface, key), value in sorted(live["after"].items()):
         settings_out.setdefault(iface, {})[key] = value
+    live_text = {}
+    for side in ("before", "after"):
+        live_text[side] = "".join("%s = %s\n" % (sysctl_key(i, k), live[side][(i, k)]) for i, k, _v in settings)
     return {
+        "live_before": live_text["before"],
+        "live_after": live_text["after"],
         "changed": live["changed"] or filed["changed"],
         "live_changed": live["changed"],
         "file_changed": filed["changed"],

@@ -72,7 +72,9 @@ attributes:
     description: Reads the live values, netlink routes and rules and the files; writes nothing.
   diff_mode:
     support: full
-    description: Diff of C(/etc/sysctl.d/90-gpufabric-rails.conf) and, with O(routing), of the routing state file.
+    description: >-
+      Live values before/after, the diff of C(/etc/sysctl.d/90-gpufabric-rails.conf) and, with O(routing), of the
+      routing state file and the netlink routes/rules added or removed.
   platform:
     support: full
     platforms: posix
@@ -198,7 +200,9 @@ def main():
 
     out = dict(changed=res["changed"], settings=res["settings"], effective_rp_filter=res["effective_rp_filter"],
                path=res["file"]["path"], drift=list(res["drift"]))
-    diffs = [dict(before=res["file"]["before"], after=res["file"]["after"],
+    diffs = [dict(before=res["live_before"], after=res["live_after"], before_header=sysctl.CONF_DIR + " (live)",
+                  after_header=sysctl.CONF_DIR + " (live)"),
+             dict(before=res["file"]["before"], after=res["file"]["after"],
                   before_header=res["file"]["path"], after_header=res["file"]["path"])]
     if route_res is not None:
         out["changed"] = out["changed"] or route_res["changed"]

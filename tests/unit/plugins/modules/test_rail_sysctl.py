@@ -62,7 +62,9 @@ def test_apply_diff_idempotent(root, monkeypatch):
     assert res["settings"]["rail1"] == {"arp_announce": 2, "arp_ignore": 1, "rp_filter": 2}
     assert res["effective_rp_filter"] == {"rail0": 2, "rail1": 2}
     assert val(root, "all", "rp_filter") == 2 and val(root, "rail0", "arp_ignore") == 1
-    assert res["diff"][0]["after"] == sysctl_file(root)
+    assert "net.ipv4.conf.rail0.rp_filter = 1" in res["diff"][0]["before"]
+    assert "net.ipv4.conf.rail0.rp_filter = 2" in res["diff"][0]["after"]
+    assert res["diff"][1]["after"] == sysctl_file(root)
     assert "net.ipv4.conf.rail1.rp_filter = 2" in sysctl_file(root)
     again = run_module(rail_sysctl, {"rails": RAILS}, monkeypatch=monkeypatch)
     assert again["changed"] is False and again["drift"] == []
