@@ -119,7 +119,9 @@ static void dcbtest_get_stats64(struct net_device *dev,
 		s->tx_bytes += bytes;
 	}
 	s->tx_dropped = atomic64_read(&priv->tx_dropped);
-	/* What the peer sent successfully is what this device received. */
+	/* What the peer sent successfully is what this device received; the core
+	 * adds its own rx_dropped (dev->core_stats) on top.
+	 */
 	if (priv->peer) {
 		struct dcbtest_priv *pp = netdev_priv(priv->peer);
 
@@ -137,7 +139,6 @@ static void dcbtest_get_stats64(struct net_device *dev,
 			s->rx_bytes += bytes;
 		}
 	}
-	s->rx_dropped = atomic_long_read(&dev->rx_dropped);
 }
 
 static int dcbtest_open(struct net_device *dev)
