@@ -3,9 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Render ``/etc/nccl.conf`` for the RoCE rails.
 
-NCCL reads ``/etc/nccl.conf`` (or ``NCCL_CONF_FILE``) and ``~/.nccl.conf`` and applies each
-``KEY=VALUE`` line with ``setenv(key, value, 0)``: the process environment wins over
-``~/.nccl.conf``, which wins over ``/etc/nccl.conf``. The collection owns the whole file:
+NCCL reads ``~/.nccl.conf`` (or the file named by ``NCCL_CONF_FILE`` instead) and then
+``/etc/nccl.conf`` and applies each ``KEY=VALUE`` line with ``setenv(key, value, 0)``: the
+process environment wins over ``~/.nccl.conf``, which wins over ``/etc/nccl.conf``. The collection owns the whole file:
 lines it does not render are removed (put site additions in ``extra_vars``).
 Plain Python: no Ansible imports. This file is private to the collection: no stable API.
 """
@@ -25,7 +25,9 @@ HEADER = """\
 # Managed by the gpufabric.node collection (module gpufabric.node.nccl_config).
 # The collection owns this file: any line it does not render is removed on the next run.
 # NCCL applies these lines with setenv(..., overwrite=0): a variable already set in the
-# process environment wins, then ~/.nccl.conf, then this file (NCCL_CONF_FILE replaces it).
+# process environment wins, then ~/.nccl.conf (or the file named by NCCL_CONF_FILE, read
+# instead of it), then this file. Values are taken verbatim after the first '=': no quoting,
+# no spaces around '='.
 # Containers see this file only when it is mounted into them (e.g. -v /etc/nccl.conf:/etc/nccl.conf:ro).
 """
 
@@ -123,14 +125,15 @@ def render(variables):
 
 
 def parse(text):
-    """{NAME: value} of a nccl.conf text (comments and blank lines skipped), as NCCL reads it."""
+    """{NAME: value} of a nccl.conf text as NCCL reads it: lines starting with '#' and lines without
+    '=' are skipped, the name is everything before the first '=', the value everything after it
+    (verbatim). A name set twice keeps its first value (setenv without overwrite)."""
     out = {}
     for line in (text or "").splitlines():
-        s = line.strip()
-        if not s or s.startswith("#") or "=" not in s:
+        if line.startswith("#") or "=" not in line:
             continue
-        k, v = s.split("=", 1)
-        out.setdefault(k.strip(), v.strip())
+        k, v = line.split("=", 1)
+        out.setdefault(k, v)
     return out
 
 

@@ -110,3 +110,13 @@ def test_comment_only_change_is_drift(tmp_path):
     assert res["changed"]
     assert res["drift"] == [{"concern": "nccl", "object": "/etc/nccl.conf", "key": "content", "current": "differs",
                              "desired": "managed"}]
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("A=1\n#B=2\nC==x:1,y:1\n", {"A": "1", "C": "=x:1,y:1"}),
+    ("A=1\nA=2\n", {"A": "1"}),
+    ("A = 1\n", {"A ": " 1"}),
+    ("no equals\n\n", {}),
+])
+def test_parse_like_nccl(text, expected):
+    assert nccl.parse(text) == expected
