@@ -15,8 +15,8 @@ A fleet is a directory::
     <fleet>/<node>/bin/           dcb ethtool update-grub grub-mkconfig grub2-mkconfig grubby systemctl udevadm
     <fleet>/<node>/enter          sshd ForceCommand: env + ``ip netns exec`` into the node
     <fleet>/<node>/sshd_config    one sshd per node on 127.0.0.1:<port>
-    <fleet>/<node>/boot-state/    sys/ proc/ run/ as the node booted (restored by a simulated reboot)
-    <fleet>/<node>/topology.json  the expanded topology (ACS values the kernel sets at enumeration)
+    <fleet>/<node>/topology.json  the expanded topology (reboot rebuilds sys/ proc/ run/ from it: the
+                                  tree builder is deterministic; ACS values the kernel sets at enumeration)
 
 Network: namespace ``gf-<fleet id>-<node>`` per node with one veth per rail (manifest name, MAC and
 IPv4 in a flat /16) and ``lo`` up; the peers sit in ``gf-<fleet id>.leaf`` on bridge ``br0``.
@@ -698,25 +698,6 @@ def prepare_node(fleet, python, name, topo_name, index, fid, port, leaf):
     _init_emulators(root, manifest)
     with open(os.path.join(node_dir, "topology.json"), "w") as f:
         json.dump(topo, f, indent=1, sort_keys=True)
-    # IOMMU group layout for boots with the IOMMU on, even when this topology boots with it off
-    groups = read_iommu_groups(root)
-    if topo.get("iommu") == "off":
-        scratch = tempfile.mkdtemp(prefix="iommu-", dir=fleet)
-        try:
-            alt = dict(topo)
-            alt["iommu"] = "translated"
-            tree.build_tree(scratch, alt, index)
-            groups = read_iommu_groups(scratch)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    with open(os.path.join(node_dir, "iommu-groups.json"), "w") as f:
-        json.dump(groups, f, indent=1, sort_keys=True)
-    boot = os.path.join(node_dir, "boot-state")
-    os.makedirs(boot)
-    for d in VOLATILE_DIRS:
-        src = os.path.join(root, d)
-        if os.path.isdir(src):
-            shutil.copytree(src, os.path.join(boot, d), symlinks=True)
     bindir = os.path.join(node_dir, "bin")
     os.makedirs(bindir)
     for tool, (module, func, argv0) in sorted(WRAPPERS.items()):
@@ -730,7 +711,7 @@ def prepare_node(fleet, python, name, topo_name, index, fid, port, leaf):
             raise SimError("rail name %r is longer than 15 characters" % r["netdev"])
         rails.append({"netdev": r["netdev"], "ibdev": r["ibdev"], "mac": r["mac"], "ipv4": r["ipv4"],
                       "peer": peer_name(index, i)})
-    return {"name": name, "index": index, "topology": topo_name, "port": port, "ns": ns,
+    return {"name": name, "index": index, "topology": topo_name, "port": port, "ns": ns, "fleet": fleet,
             "dir": node_dir, "root": root, "rails": rails, "sshd_pid": None}
 
 
@@ -915,21 +896,31 @@ def reboot(fleet, name):
     cmdline = grub.next_boot_cmdline(root)
     if not cmdline:
         raise SimError("no bootable entry in %s (grub.cfg / BLS entries)" % root)
-    # pseudo filesystems and /run come back as at boot
-    boot = os.path.join(node["dir"], "boot-state")
-    for d in VOLATILE_DIRS:
-        src, dst = os.path.join(boot, d), os.path.join(root, d)
-        if os.path.isdir(src):
-            sync_tree(src, dst)
-        elif os.path.isdir(dst):
-            shutil.rmtree(dst)
-    write_file(os.path.join(root, "proc", "cmdline"), cmdline.strip() + "\n", 0o444)
     with open(os.path.join(node["dir"], "topology.json")) as f:
         topo = json.load(f)
-    acs = bootsim.boot_acs(root, acs_enumeration(topo), cmdline)
-    with open(os.path.join(node["dir"], "iommu-groups.json")) as f:
-        groups = json.load(f)
     mode = bootsim.iommu_mode(cmdline)
+    # pseudo filesystems and /run come back as the kernel creates them: the tree builder is
+    # deterministic, so a scratch build of the same topology is the node's boot state; built with
+    # the IOMMU on, it also gives the group layout when this boot turns the IOMMU on
+    tree, _topology = _import_tree()
+    scratch = tempfile.mkdtemp(prefix="boot-", dir=fleet)
+    try:
+        boot_topo = dict(topo)
+        boot_topo["iommu"] = "translated" if topo.get("iommu") == "off" else topo.get("iommu")
+        tree.build_tree(scratch, boot_topo, node["index"])
+        groups = read_iommu_groups(scratch)
+        if topo.get("iommu") == "off":
+            apply_iommu(scratch, {}, "off", "")
+        for d in VOLATILE_DIRS:
+            src, dst = os.path.join(scratch, d), os.path.join(root, d)
+            if os.path.isdir(src):
+                sync_tree(src, dst)
+            elif os.path.isdir(dst):
+                shutil.rmtree(dst)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    write_file(os.path.join(root, "proc", "cmdline"), cmdline.strip() + "\n", 0o444)
+    acs = bootsim.boot_acs(root, acs_enumeration(topo), cmdline)
     apply_iommu(root, groups, mode, bootsim.translated_type(cmdline), iommu_type_overrides(topo))
     _reset_emulators(root, [r["netdev"] for r in node["rails"]])
     # a fresh network namespace: default sysctls, no routes or rules, rails as the driver creates them
