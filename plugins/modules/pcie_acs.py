@@ -22,7 +22,7 @@ description:
     not treated as errors.
   - Without O(endpoints) or O(bridges) the GPU<->NIC pairs are discovered from sysfs (GPUs are NVIDIA display/3D
     controllers, NICs the RDMA-capable network functions).
-  - Writes the 16-bit ACS control register (extended capability C(0x000d), offset C(+0x6)) through sysfs C(config):
+  - Writes the 16-bit ACS control register (extended capability C(0x000d), offset C(+0x6)) through sysfs C(config) as a
     read-modify-write of the managed bits only, then read back; the task fails when the read-back differs.
     Only bits that the ACS capability register says are implemented are cleared.
   - The runtime write takes effect at once and is lost at reboot (the kernel sets ACS again during enumeration
