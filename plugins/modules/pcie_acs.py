@@ -28,7 +28,7 @@ description:
   - The runtime write takes effect at once and is lost at reboot (the kernel sets ACS again during enumeration
     when an IOMMU is on). O(persist) decides how it is kept.
 author:
-  - gpufabric developers
+  - gpufabric developers (@gpufabric)
 options:
   clear:
     description:
@@ -86,13 +86,14 @@ options:
 attributes:
   check_mode:
     support: full
-    details: Reads the registers and reports what would change; writes no register and no state file.
+    description: Reads the registers and reports what would change; writes no register and no state file.
   diff_mode:
     support: full
-    details: The ACS control register of every selected bridge with an ACS capability, before and after.
+    description: The ACS control register of every selected bridge with an ACS capability, before and after.
   platform:
+    support: full
     platforms: posix
-    details: Linux with sysfs; reading the extended config space (ACS) needs root.
+    description: Linux with sysfs; reading the extended config space (ACS) needs root.
 notes:
   - The kernel parameter takes effect at the next boot only; the runtime write already took effect.
   - All paths go through C(GPUFABRIC_SYSROOT) when it is set (the simulated node).
