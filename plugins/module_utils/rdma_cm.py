@@ -24,7 +24,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils import topology
@@ -276,53 +275,3 @@ def apply_tos(sysroot, devices_ports, tos, check_mode, run=None, wait_timeout=PO
             result["ports"].append(entry)
     return result
 
-
-# --- persistence for the boot-time applier -------------------------------------------------------
-
-STATE_FILE = "/etc/gpufabric/rdma_cm.json"
-STATE_VERSION = 1
-
-
-def load_state(sysroot, path=STATE_FILE):
-    """{"version": 1, "ports": {"<ibdev>/<port>": tos}} or None when absent; RdmaCmError when unreadable."""
-    raw = sysroot.read_raw(path, None)
-    if raw is None:
-        return None
-    try:
-        state = json.loads(raw)
-    except ValueError as e:
-        raise RdmaCmError("%s is not valid JSON (%s): remove it or rerun rdma_cm_tos" % (path, e))
-    if not isinstance(state, dict) or state.get("version") != STATE_VERSION or \
-            not isinstance(state.get("ports"), dict):
-        raise RdmaCmError("%s has an unknown format" % path)
-    return state
-
-
-def render_state(previous, pairs, tos):
-    """State with ``pairs`` set to ``tos``; entries of other devices from ``previous`` are kept."""
-    ports = dict((previous or {}).get("ports", {}))
-    for ibdev, port in pairs:
-        ports["%s/%d" % (ibdev, port)] = tos
-    return json.dumps({"version": STATE_VERSION, "ports": ports}, indent=2, sort_keys=True) + "\n"
-
-
-def record_state(sysroot, pairs, tos, check_mode, path=STATE_FILE):
-    """Record what was applied, so the boot-time applier can re-apply it. Returns {"changed","before","after"}."""
-    before = sysroot.read_raw(path, None)
-    previous = load_state(sysroot, path) if before is not None else None
-    after = render_state(previous, pairs, tos)
-    changed = before != after
-    if changed and not check_mode:
-        sysroot.write_file_atomic(path, after, 0o644)
-    return {"changed": changed, "before": before or "", "after": after, "path": path}
-
-
-def state_pairs(state, ibdev=None):
-    """{tos: [(ibdev, port)]} from a loaded state, optionally for one device (the udev add event)."""
-    out = {}
-    for key, tos in sorted((state or {}).get("ports", {}).items()):
-        dev, _sep, port = key.rpartition("/")
-        if not dev or not port.isdigit() or (ibdev is not None and dev != ibdev):
-            continue
-        out.setdefault(int(tos), []).append((dev, int(port)))
-    return out

@@ -22,8 +22,9 @@ description:
   - With O(routing=true) each rail gets its own routing table (O(routing_table_base) + position of the rail in
     O(rails)) holding the rail's connected subnet route with the rail address as source (and a default route via
     the rail's gateway when one is given), and an C(ip rule from <rail address> lookup <table>). Routes and rules of
-    these tables that are not desired are removed. The desired state is recorded in C(/etc/gpufabric/routing.json),
-    from which the collection's boot-time applier re-applies it with the same code after a reboot.
+    these tables that are not desired are removed. The desired state is recorded in C(/etc/gpufabric/routing.json)
+    (referenced from the C(routing) section of C(/etc/gpufabric/state.json)), from which the collection's boot-time
+    applier re-applies it with the same code after a reboot.
 author:
   - gpufabric developers (@gpufabric)
 options:
@@ -133,6 +134,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils import sysctl
 from ansible_collections.gpufabric.node.plugins.module_utils import routing
+from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
 
 try:
     from pyroute2 import IPRoute
@@ -190,6 +192,13 @@ def main():
         if p["routing"]:
             route_res = routing.manage(sysroot, ipr, p["rails"], p["routing_table_base"],
                                        p["routing_rule_priority"], p["routing_gateways"], module.check_mode)
+            # state.json points the boot-time applier at the routing state file.
+            route_res["recorded"] = state_store.record(sysroot, "routing", {"state_file": routing.STATE_FILE},
+                                                       module.check_mode)
+            if route_res["recorded"]:
+                route_res["changed"] = True
+                route_res["drift"].append({"concern": "routing", "object": state_store.STATE_FILE, "key": "routing",
+                                           "current": "missing", "desired": "recorded"})
     except (ValueError, sysctl.SysctlError, routing.RoutingError) as e:
         module.fail_json(msg=str(e))
     except Exception as e:  # netlink errors carry an errno and a message; report them in words

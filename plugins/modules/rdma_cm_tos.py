@@ -21,9 +21,9 @@ description:
   - Creates the configfs device group with C(mkdir) when needed (the kernel then creates C(ports/<n>/)), writes the
     value, reads it back and fails when it differs.
   - The value is not persistent. It is reset to 0 whenever the RDMA device registers (boot, driver reload, firmware
-    reset); removing the configfs group does not reset it. The module records the applied values in
-    C(/etc/gpufabric/rdma_cm.json); the collection's boot-time applier re-applies them on the udev C(add) event of
-    the RDMA device, using the same code.
+    reset); removing the configfs group does not reset it. The module records the rails (or devices) and the ToS
+    in the C(rdma_cm) section of C(/etc/gpufabric/state.json); the collection's boot-time applier re-applies them
+    on the udev C(add) event of the RDMA device, using the same code.
 author:
   - gpufabric developers (@gpufabric)
 options:
@@ -120,11 +120,11 @@ drift:
   sample: [{"concern": "rdma_cm", "object": "mlx5_0/1", "key": "default_roce_tos", "current": 0, "desired": 106}]
 state_file:
   description: >-
-    The file recording the applied ToS per C(<ibdev>/<port>) (entries of other devices are kept), read by the
-    boot-time applier to re-apply the value after boot or driver reload.
+    The collection's desired-state store; its C(rdma_cm) section records the rails or devices and the ToS given to
+    this module, so the boot-time applier re-applies them after boot or driver reload.
   returned: always
   type: str
-  sample: /etc/gpufabric/rdma_cm.json
+  sample: /etc/gpufabric/state.json
 actions:
   description: What was done, in words.
   returned: always
@@ -136,6 +136,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
 
 
 def make_runner(module):
@@ -183,7 +184,12 @@ def main():
                 raise ValueError("devices lists a device twice: %s" % ", ".join(p["devices"]))
             pairs = [(d, None) for d in p["devices"]]
         pairs = rdma_cm.validate_devices_ports(sysroot, pairs)
-        rdma_cm.load_state(sysroot)
+        section = {"tos": tos}
+        if p["rails"] is not None:
+            section["rails"] = p["rails"]
+        else:
+            section["devices"] = p["devices"]
+        state_store.validate_section("rdma_cm", section)
     except (ValueError, rdma_cm.RdmaCmError, rdma_cm.RailError) as e:
         module.fail_json(msg=str(e))
 
@@ -192,7 +198,9 @@ def main():
 
     try:
         res = rdma_cm.apply_tos(sysroot, pairs, tos, module.check_mode, run=make_runner(module))
-        state = rdma_cm.record_state(sysroot, pairs, tos, module.check_mode)
+        st_changed, st_before, st_after = state_store.plan_record(sysroot, "rdma_cm", section)
+        state_store.record(sysroot, "rdma_cm", section, module.check_mode)
+        state = {"changed": st_changed, "before": st_before, "after": st_after, "path": state_store.STATE_FILE}
     except (ValueError, rdma_cm.RdmaCmError, OSError, IOError) as e:
         module.fail_json(msg="setting default_roce_tos failed: %s" % e)
 
@@ -201,8 +209,8 @@ def main():
             entry["rail"] = rail_of[(entry["device"], entry["port"])]
     drift = list(res["drift"])
     if state["changed"]:
-        drift.append({"concern": "rdma_cm", "object": state["path"], "key": "content",
-                      "current": "differs" if state["before"] else "missing", "desired": "managed"})
+        drift.append({"concern": "rdma_cm", "object": state["path"], "key": "rdma_cm",
+                      "current": "differs" if state["before"] else "missing", "desired": "recorded"})
     out = dict(changed=res["changed"] or state["changed"], ports=res["ports"], configfs=res["configfs"],
                drift=drift, actions=res["actions"], state_file=state["path"])
     if module._diff:

@@ -18,7 +18,9 @@ import pytest
 
 from modrunner import run_module
 
+from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils import sysctl
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import rail_sysctl
 
 CONF = "proc/sys/net/ipv4/conf"
@@ -138,6 +140,7 @@ def test_routing_in_netns(root, netns, monkeypatch):
     assert "900:\tfrom 10.100.1.1 lookup 201" in rules
     state = json.loads(open(os.path.join(root, "etc/gpufabric/routing.json")).read())
     assert [r["rail"] for r in state["rails"]] == RAILS
+    assert state_store.load(Sysroot(root))["routing"] == {"state_file": "/etc/gpufabric/routing.json"}
     again = run_module(rail_sysctl, args, monkeypatch=monkeypatch)
     assert again["changed"] is False and again["drift"] == []
 

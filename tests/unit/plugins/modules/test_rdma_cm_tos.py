@@ -16,6 +16,7 @@ from gpufabric_sim import tree as sim_tree
 from modrunner import run_module
 
 from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils import state
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import rdma_cm_tos
 
@@ -61,9 +62,7 @@ def test_rails_apply_then_idempotent(node, monkeypatch):
     assert "mlx5_0/1 default_roce_tos = 0" in first["diff"][0]["before"]
     assert "mlx5_7/1 default_roce_tos = 106" in first["diff"][0]["after"]
     assert all(tos_of(root, r["ibdev"]) == 106 for r in manifest["rails"])
-    state = rdma_cm.load_state(Sysroot(root))
-    assert state["ports"]["mlx5_7/1"] == 106 and len(state["ports"]) == 8
-    assert rdma_cm.state_pairs(state, "mlx5_2") == {106: [("mlx5_2", 1)]}
+    assert state.load(Sysroot(root))["rdma_cm"] == {"rails": sorted(rails), "tos": 106}
     second = run_module(rdma_cm_tos, {"rails": rails}, monkeypatch=monkeypatch)
     assert second["changed"] is False and second["drift"] == []
 
@@ -75,24 +74,19 @@ def test_check_mode_creates_nothing(node, monkeypatch):
     assert res["changed"] is True
     assert [d["current"] for d in res["drift"]] == [None, None, "missing"]
     assert os.listdir(os.path.join(root, RDMA)) == []
-    assert not os.path.exists(os.path.join(root, "etc/gpufabric/rdma_cm.json"))
+    assert not os.path.exists(os.path.join(root, "etc/gpufabric/state.json"))
 
 
-def test_state_keeps_other_devices(node, monkeypatch):
+def test_state_records_devices_and_keeps_other_sections(node, monkeypatch):
     root, _m = node
-    run_module(rdma_cm_tos, {"devices": ["mlx5_0"], "tos": 104}, monkeypatch=monkeypatch)
-    run_module(rdma_cm_tos, {"devices": ["mlx5_1"], "tos": 106}, monkeypatch=monkeypatch)
-    state = rdma_cm.load_state(Sysroot(root))
-    assert state["ports"] == {"mlx5_0/1": 104, "mlx5_1/1": 106}
-    assert rdma_cm.state_pairs(state) == {104: [("mlx5_0", 1)], 106: [("mlx5_1", 1)]}
-
-
-def test_corrupt_state_file_fails_before_touching(node, monkeypatch):
-    root, _m = node
-    Sysroot(root).write_file_atomic("/etc/gpufabric/rdma_cm.json", "{not json")
-    res = run_module(rdma_cm_tos, {"devices": ["mlx5_0"]}, monkeypatch=monkeypatch)
-    assert res.get("failed") is True and "not valid JSON" in res["msg"]
-    assert os.listdir(os.path.join(root, RDMA)) == []
+    sr = Sysroot(root)
+    state.record(sr, "nvidia_fs", {"rw_stats_enabled": 1}, False)
+    run_module(rdma_cm_tos, {"devices": ["mlx5_1", "mlx5_0"], "tos": 104}, monkeypatch=monkeypatch)
+    doc = state.load(sr)
+    assert doc["rdma_cm"] == {"devices": ["mlx5_0", "mlx5_1"], "tos": 104}
+    assert doc["nvidia_fs"] == {"rw_stats_enabled": 1}
+    again = run_module(rdma_cm_tos, {"devices": ["mlx5_1", "mlx5_0"], "tos": 104}, monkeypatch=monkeypatch)
+    assert again["changed"] is False
 
 
 def test_devices_and_dscp_warning(node, monkeypatch):
