@@ -274,4 +274,3 @@ def apply_tos(sysroot, devices_ports, tos, check_mode, run=None, wait_timeout=PO
                 entry["after"] = tos
             result["ports"].append(entry)
     return result
-
