@@ -227,3 +227,17 @@ def test_unreadable_config_fails_without_writing(node, monkeypatch):
     assert res["failed"] and "become" in res["msg"]
     assert res["changed"] is False
     assert tree_hash(root) == h0
+
+
+def test_host_without_gpus_changes_nothing(tmp_path, monkeypatch, warned):
+    root = str(tmp_path / "root")
+    sim_tree.build_tree(root, {"name": "nics-only", "root_buses": [{"bus": "0000:80", "devices": [
+        {"bdf": "0000:80:01.0", "kind": "root_port", "acs": {"cap": 0x5F, "ctrl": 0x1D}, "children": [
+            {"bdf": "0000:81:00.0", "kind": "nic", "netdev": "ens1np0", "ibdev": "mlx5_0"}]}]}]})
+    monkeypatch.setenv("GPUFABRIC_SYSROOT", root)
+    h0 = tree_hash(root)
+    res = run_module(pcie_acs, {})
+    assert not res.get("failed"), res
+    assert res["changed"] is False and res["bridges"] == [] and res["kernel_arg"] is None
+    assert len(warned) == 1 and "nothing to do" in warned[0]
+    assert tree_hash(root) == h0
