@@ -15,7 +15,7 @@ version_added: 0.1.0
 description:
   - Installs C(gpufabric-apply), which re-applies what the collection's modules recorded in
     C(/etc/gpufabric/state.json) (DCB, rdma_cm default RoCE ToS, ACS, nvidia-fs C(rw_stats_enabled), per-rail
-    routing): settings the kernel forgets at reboot and, for ToS and DCB, whenever an RDMA device registers again.
+    routing), the settings the kernel forgets at reboot and, for ToS and DCB, whenever an RDMA device registers again.
   - The applier runs the very module_utils this module was shipped with. The module writes their source, taken from
     its own payload, below O(lib_dir) (C(ansible_collections/gpufabric/node/plugins/module_utils/)), so the node
     always runs the same code as the modules. Files of that directory that are no longer part of the collection are
