@@ -1016,3 +1016,129 @@ def update_initramfs(run, tools, sysroot, manifest, mode):
     if rc != 0:
         raise KmodBuildError("regenerating the initramfs of %s failed" % kver, rc=rc, stdout=out, stderr=err)
     return True
+
+
+# --------------------------------------------------------------------------- proofs (pre-reboot gate, post-boot)
+
+def _installed_module_facts(sysroot, path):
+    real = sysroot.path(path)
+    if not os.path.isfile(real):
+        return None
+    data = read_module_bytes(real)
+    info = modinfo_fields(data)
+    return {"vermagic": (info.get("vermagic") or [""])[0], "srcversion": (info.get("srcversion") or [""])[0],
+            "exports": exported_symbols(data), "sha256": hashlib.sha256(data).hexdigest(),
+            "signed": data.endswith(SIGNATURE_MAGIC)}
+
+
+def prove_installed(sysroot, kver, require_symbol=True, version=None):
+    """Gate before rebooting into ``kver``: the verified client is installed and modprobe would pick it.
+
+    Returns {"proven": bool, "problems": [...], "modules": {name: {...}}, "record": {...}}.
+    """
+    problems = []
+    rec = read_state(sysroot)["kernels"].get(kver)
+    out = {"kernel_release": kver, "stage": "installed", "modules": {}, "record": rec or {}}
+    if not rec:
+        problems.append("no verified vendor NFS client is recorded for kernel %s in %s: build and install it "
+                        "before rebooting" % (kver, STATE_FILE))
+        out.update(proven=False, problems=problems)
+        return out
+    if version and rec.get("version") != version:
+        problems.append("kernel %s has vendor NFS client %s installed, expected %s" % (kver, rec.get("version"),
+                                                                                         version))
+    dep = modules_dep_paths(sysroot, kver)
+    if not dep:
+        problems.append("/lib/modules/%s/modules.dep is missing or empty: depmod %s has not run" % (kver, kver))
+    for name, m in sorted(rec.get("modules", {}).items()):
+        facts = _installed_module_facts(sysroot, m["path"])
+        entry = {"path": m["path"], "resolved": dep.get(name.replace("-", "_"))}
+        out["modules"][name] = entry
+        if facts is None:
+            problems.append("%s is missing" % m["path"])
+            continue
+        entry.update(vermagic=facts["vermagic"], srcversion=facts["srcversion"], signed=facts["signed"])
+        if facts["sha256"] != m["sha256"]:
+            problems.append("%s differs from the verified build (sha256 %s, recorded %s)"
+                            % (m["path"], facts["sha256"], m["sha256"]))
+        try:
+            release = parse_vermagic(facts["vermagic"])["release"]
+        except ValueError:
+            release = ""
+        if release != kver:
+            problems.append("%s has vermagic %r, not for kernel %s" % (m["path"], facts["vermagic"], kver))
+        if dep and entry["resolved"] != m["path"]:
+            problems.append("modprobe %s on kernel %s would load %s, not the vendor's %s (run depmod %s)"
+                            % (name, kver, entry["resolved"] or "nothing", m["path"], kver))
+        if require_symbol and name == RDMA_MODULE and NVFS_SYMBOL not in facts["exports"]:
+            problems.append("%s does not export %s" % (m["path"], NVFS_SYMBOL))
+    if require_symbol and RDMA_MODULE not in rec.get("modules", {}):
+        problems.append("the recorded client for %s has no %s module" % (kver, RDMA_MODULE))
+    out.update(proven=not problems, problems=problems)
+    return out
+
+
+def parse_nvfs_modules(text):
+    """``/proc/driver/nvidia-fs/modules`` lines ``<name>: <version>`` -> {name: version}."""
+    out = {}
+    for line in (text or "").splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            if k.strip():
+                out[k.strip()] = v.strip()
+    return out
+
+
+def prove_running(sysroot, kver, require_loaded=("sunrpc",), nvidia_fs="auto"):
+    """Post-boot proof: the target kernel runs and the loaded NFS/RDMA modules are the vendor's.
+
+    * ``/proc/sys/kernel/osrelease`` (what ``uname -r`` prints) is ``kver``;
+    * every recorded module that is loaded has ``/sys/module/<m>/srcversion`` equal to the installed file's;
+      modules in ``require_loaded`` must be loaded;
+    * ``/sys/module/sunrpc/parameters/nfs_bundle_version`` exists (only the vendor's sunrpc has it);
+    * with nvidia-fs loaded (or ``nvidia_fs="required"``) ``/proc/driver/nvidia-fs/modules`` lists rpcrdma.
+    """
+    problems = []
+    running = sysroot.read("/proc/sys/kernel/osrelease", "")
+    out = {"kernel_release": kver, "stage": "running", "running_release": running, "modules": {},
+           "nfs_bundle_version": None, "nvidia_fs": {}}
+    if running != kver:
+        problems.append("the running kernel is %s, not the target %s (the boot loader may have booted another "
+                        "entry)" % (running or "unknown", kver))
+    rec = read_state(sysroot)["kernels"].get(kver) or {}
+    if not rec:
+        problems.append("no vendor NFS client is recorded for kernel %s" % kver)
+    for name, m in sorted(rec.get("modules", {}).items()):
+        sysname = name.replace("-", "_")
+        loaded = sysroot.isdir("/sys/module/%s" % sysname)
+        live = sysroot.read("/sys/module/%s/srcversion" % sysname) if loaded else None
+        facts = _installed_module_facts(sysroot, m["path"])
+        want = facts["srcversion"] if facts else m.get("srcversion")
+        entry = {"loaded": loaded, "srcversion_loaded": live, "srcversion_installed": want}
+        out["modules"][name] = entry
+        if not loaded:
+            if name in require_loaded:
+                problems.append("%s is not loaded" % name)
+            continue
+        if live is None:
+            problems.append("%s is loaded without a srcversion: the in-kernel module, not the vendor's" % name)
+        elif live != want:
+            problems.append("loaded %s has srcversion %s, the installed vendor module %s has %s: the in-tree "
+                            "NFS stack is running" % (name, live, m["path"], want))
+    param = "/sys/module/sunrpc/parameters/%s" % BUNDLE_PARAM
+    if sysroot.exists(param):
+        out["nfs_bundle_version"] = sysroot.read(param, "")
+    elif "sunrpc" in rec.get("modules", {}) or "sunrpc" in require_loaded:
+        problems.append("%s is missing: the loaded sunrpc is not the vendor's bundle" % param)
+    nvfs_loaded = sysroot.isdir("/sys/module/nvidia_fs")
+    out["nvidia_fs"]["loaded"] = nvfs_loaded
+    if nvidia_fs == "required" and not nvfs_loaded:
+        problems.append("nvidia-fs is not loaded")
+    if nvfs_loaded and nvidia_fs != "ignore":
+        mods = parse_nvfs_modules(sysroot.read_raw("/proc/driver/nvidia-fs/modules", ""))
+        out["nvidia_fs"]["modules"] = mods
+        if RDMA_MODULE not in mods:
+            problems.append("/proc/driver/nvidia-fs/modules does not list %s: nvidia-fs is not hooked into the "
+                            "NFS client, GDS over NFS is off" % RDMA_MODULE)
+    out.update(proven=not problems, problems=problems)
+    return out

@@ -1,0 +1,415 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vendor_nfs_build
+short_description: Build, verify and install the storage vendor's NFS client for one target kernel
+version_added: 0.1.0
+description:
+  - Builds the out-of-tree NFS client of the storage vendor (VAST C(vastnfs) as the reference) from a pinned source
+    tarball for a B(target) kernel release, which need not be the running one, so a kernel upgrade can install the
+    client before the reboot.
+  - The tarball's sha256 is verified before anything else. It is extracted on a case-sensitive directory (the vendor
+    tarball ships C(Makefile) and C(makefile); on a case-insensitive mount the build silently produces nothing) and
+    case-colliding names are reported in RV(collisions).
+  - The build runs in a podman container that is not privileged, has no network (C(--network none)), no
+    capabilities (C(--cap-drop all)), a read-only source mount and a separate output directory, in a builder image
+    holding the target kernel's headers. When the image is missing the module creates it from Debian packages
+    (C(debootstrap --variant=minbase) with C(build-essential) and C(linux-headers-<kernel>), then C(podman import)),
+    from the mirror the host's apt sources already use.
+  - Every artifact is verified and the module fails loudly otherwise. Every C(.ko) has the target kernel as the first
+    field of its vermagic, the RDMA transport C(rpcrdma) exports C(rpcrdma_register_nvfs_dma_ops) (the hook
+    nvidia-fs needs), the package lists the modules below C(/lib/modules/<kernel>/), and with signing every module
+    carries a signature. A build that produced no module fails.
+  - Builds are cached by (source sha256, profile, kernel, signing certificate); the same key is a no-op.
+  - With O(install=true) the verified modules are installed for the target kernel without loading anything (the
+    package, or a copy to C(/lib/modules/<kernel>/updates/bundle/)), C(depmod <kernel>) runs, the initramfs of that
+    kernel is regenerated when it carries the NFS stack, and the installation is recorded in
+    C(/etc/gpufabric/vendor_nfs.json) for the pre-reboot gate (M(gpufabric.node.vendor_nfs_proof)). Loading the
+    client in place would unmount every NFS filesystem of the node, so the new client takes effect at the next boot.
+author:
+  - gpufabric developers (@gpufabric)
+options:
+  src:
+    description:
+      - The source tarball, a local path on the host that runs the module or an C(http://), C(https://) or
+        C(file://) URL (downloaded into O(cache_dir)/sources/).
+    type: str
+    required: true
+  sha256:
+    description:
+      - The expected sha256 of the tarball (64 hex characters, optionally prefixed C(sha256:)). Mandatory, a
+        tarball with another digest is never extracted.
+    type: str
+    required: true
+  version:
+    description: The vendor client's version (recorded with the installation and used in messages).
+    type: str
+    required: true
+  kernel_release:
+    description: The kernel release to build for, as C(uname -r) prints it on that kernel (C(6.1.0-50-amd64)).
+    type: str
+    required: true
+  profile:
+    description:
+      - C(vastnfs) runs C(./build.sh bin) with C(KVER=<kernel>) and takes C(dist/*.deb) or C(dist/*.rpm).
+      - C(kbuild) runs C(make -C /lib/modules/<kernel>/build M=<tree> modules) and takes every C(.ko).
+    type: str
+    choices: [vastnfs, kbuild]
+    default: vastnfs
+  required_modules:
+    description: Modules that must be in the build (besides the RDMA transport check).
+    type: list
+    elements: str
+    default: [sunrpc, rpcrdma]
+  cache_dir:
+    description: Build cache and scratch directory; must be on a case-sensitive filesystem.
+    type: path
+    default: /var/cache/gpufabric/vendor_nfs
+  builder_image:
+    description: The podman image holding the target kernel's headers. Default C(localhost/gpufabric-kbuild:<kernel>).
+    type: str
+  builder_create:
+    description: Create the builder image from Debian packages when it does not exist.
+    type: bool
+    default: true
+  builder_suite:
+    description: The Debian suite whose C(linux-headers-<kernel>) the builder image installs. Default the
+      C(VERSION_CODENAME) of the host's C(/etc/os-release).
+    type: str
+  builder_mirror:
+    description: The Debian mirror URI for the builder image. Default the host's apt source serving the suite.
+    type: str
+  builder_extra_packages:
+    description: More Debian packages for the builder image.
+    type: list
+    elements: str
+    default: []
+  podman_conf_dir:
+    description:
+      - A scratch directory for C(containers.conf) (runtime runc, explicit ulimits, cgroupfs, no network) and
+        C(storage.conf) (graphroot/runroot inside it unless a storage.conf is already there), passed to podman as
+        C(CONTAINERS_CONF) and C(CONTAINERS_STORAGE_CONF). Without it podman's own configuration is used.
+    type: path
+  signing_key:
+    description: Private key to sign the modules with (C(sign-file sha256) from the kernel headers). Keeps Secure Boot
+      usable when the certificate is enrolled (MOK). Requires O(signing_cert).
+    type: path
+  signing_cert:
+    description: The X.509 certificate matching O(signing_key).
+    type: path
+  install:
+    description: Install the verified build for O(kernel_release) on this host (never loads it).
+    type: bool
+    default: false
+  install_method:
+    description:
+      - C(package) installs the built package with dpkg or rpm; C(copy) copies the modules to their package paths.
+      - C(auto) is C(package) on a real root with a package build, C(copy) otherwise.
+    type: str
+    choices: [auto, package, copy]
+    default: auto
+  initramfs:
+    description: Regenerate the target kernel's initramfs (update-initramfs or dracut) after installing; C(auto) only
+      when the initramfs exists and carries one of the client's modules.
+    type: str
+    choices: [auto, always, never]
+    default: auto
+  keep_failed:
+    description: Keep the scratch tree of a failed build in O(cache_dir) for inspection.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+    description: Verifies the tarball, reports whether a build and an installation would happen; builds nothing and
+      installs nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - Needs podman (rootful or rootless) where a build happens; debootstrap and tar to create the builder image.
+  - Copy a cache entry and the tarball to a node to install there without building (the cache is hit).
+"""
+
+EXAMPLES = r"""
+- name: Build and install the vendor NFS client for the kernel installed for the next boot
+  gpufabric.node.vendor_nfs_build:
+    src: /srv/vendor/vastnfs-4.0.35.tar.xz
+    sha256: "5d592fa37b658414511e59bded24e6372906b0195b0191ad8a69caeb85d701fe"
+    version: "4.0.35"
+    kernel_release: 6.1.0-50-amd64
+    install: true
+
+- name: Build signed modules with a scratch podman configuration
+  gpufabric.node.vendor_nfs_build:
+    src: https://artifacts.example.com/vastnfs-4.0.35.tar.xz
+    sha256: "5d592fa37b658414511e59bded24e6372906b0195b0191ad8a69caeb85d701fe"
+    version: "4.0.35"
+    kernel_release: 6.1.0-50-amd64
+    podman_conf_dir: /var/tmp/gpufabric-podman
+    signing_key: /etc/gpufabric/mok/signing.key
+    signing_cert: /etc/gpufabric/mok/signing.crt
+"""
+
+RETURN = r"""
+key:
+  description: The cache key (sha256 of source sha256, profile, kernel, certificate).
+  returned: success
+  type: str
+cache_hit:
+  description: Whether the verified build came from the cache.
+  returned: success
+  type: bool
+built:
+  description: Whether a container build ran.
+  returned: success
+  type: bool
+kernel_release:
+  description: The target kernel.
+  returned: always
+  type: str
+collisions:
+  description: Groups of source paths that are one path on a case-insensitive filesystem.
+  returned: when a build ran or was cached
+  type: list
+  elements: list
+  sample: [["vastnfs-4.0.35/Makefile", "vastnfs-4.0.35/makefile"]]
+artifacts:
+  description: Verified artifacts (C(file) relative to the cache entry, C(kind), C(sha256), C(modules)).
+  returned: success
+  type: list
+  elements: dict
+artifact_dir:
+  description: The cache entry holding C(dist/), C(manifest.json) and C(build.log).
+  returned: success
+  type: str
+modules:
+  description: Per module C(name), C(installed_path), C(vermagic), C(srcversion), C(sha256), C(signed), C(signer).
+  returned: success
+  type: list
+  elements: dict
+builder:
+  description: C(image), whether it was C(created), and the C(seconds) that took.
+  returned: when a build ran
+  type: dict
+install:
+  description: C(method), C(actions) (package/copy, depmod, record), whether the C(initramfs) was regenerated.
+  returned: when O(install=true)
+  type: dict
+drift:
+  description: Modules of the target kernel that differed from the verified build before installing.
+  returned: always
+  type: list
+  elements: dict
+timings:
+  description: Seconds per stage (C(builder), C(build), C(total)).
+  returned: success
+  type: dict
+"""
+
+import os
+import shutil
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import fetch_url
+
+from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+
+OPTIONAL_TOOLS = ("dpkg-deb", "modinfo", "nm", "rpm", "rpm2archive", "debootstrap", "tar", "depmod", "dpkg",
+                  "update-initramfs", "dracut", "lsinitramfs")
+
+
+def make_runner(module):
+    def run(argv, env=None):
+        envu = {"LC_ALL": "C", "LANG": "C"}
+        envu.update(env or {})
+        rc, out, err = module.run_command(argv, environ_update=envu)
+        return rc, out, err
+    return run
+
+
+def find_tools(module):
+    tools = {}
+    for name in OPTIONAL_TOOLS:
+        tools[name] = module.get_bin_path(name, opt_dirs=["/usr/sbin", "/sbin"])
+    tools["podman"] = module.get_bin_path("podman")
+    return tools
+
+
+def os_codename(sysroot):
+    raw = sysroot.read_raw("/etc/os-release") or ""
+    for line in raw.splitlines():
+        if line.startswith("VERSION_CODENAME="):
+            return line.split("=", 1)[1].strip().strip('"') or None
+    return None
+
+
+def fetch_source(module, src, sha256, cache_dir):
+    """Local path of the tarball; URLs are downloaded once into the cache (verified before use)."""
+    if "://" not in src:
+        return src
+    if src.startswith("file://"):
+        return src[len("file://"):]
+    name = os.path.basename(src.split("?", 1)[0]) or "source.tar"
+    dest_dir = os.path.join(cache_dir, "sources", sha256)
+    dest = os.path.join(dest_dir, name)
+    if os.path.isfile(dest) and kb.sha256_file(dest) == sha256:
+        return dest
+    if module.check_mode:
+        return None
+    resp, info = fetch_url(module, src, timeout=120)
+    if info.get("status") != 200 or resp is None:
+        raise kb.KmodBuildError("downloading %s failed: HTTP %s %s" % (src, info.get("status"), info.get("msg")))
+    os.makedirs(dest_dir, exist_ok=True)
+    tmp = dest + ".part"
+    with open(tmp, "wb") as f:
+        shutil.copyfileobj(resp, f)
+    os.rename(tmp, dest)
+    return dest
+
+
+def run_module(module):
+    p = module.params
+    result = {"changed": False, "kernel_release": p["kernel_release"], "drift": [], "built": False,
+              "cache_hit": False}
+    try:
+        kver = kb.validate_kver(p["kernel_release"])
+        sha = kb.validate_sha256(p["sha256"])
+        kb.validate_version(p["version"])
+        kb.validate_profile(p["profile"])
+    except ValueError as e:
+        module.fail_json(msg=str(e), **result)
+    if bool(p["signing_key"]) != bool(p["signing_cert"]):
+        module.fail_json(msg="signing_key and signing_cert go together", **result)
+    signing = {"key": p["signing_key"], "cert": p["signing_cert"]} if p["signing_key"] else None
+    for path in (p["signing_key"], p["signing_cert"]):
+        if path and not os.path.isfile(path):
+            module.fail_json(msg="signing file %s does not exist" % path, **result)
+
+    run = make_runner(module)
+    tools = find_tools(module)
+    sysroot = Sysroot()
+    cache_dir = p["cache_dir"]
+    t0 = time.time()
+    timings = {}
+
+    source = fetch_source(module, p["src"], sha, cache_dir)
+    if source is None:
+        result.update(changed=True, msg="check mode: would download %s, build for %s" % (p["src"], kver))
+        return result
+    kb.verify_source(source, sha)
+    cert_fp = kb.sha256_file(signing["cert"]) if signing else None
+    key = kb.cache_key(sha, p["profile"], kver, cert_fp)
+    manifest = kb.load_cached(cache_dir, key)
+    result["key"] = key
+
+    if manifest is None:
+        result["changed"] = True
+        if module.check_mode:
+            result["msg"] = "check mode: would build %s %s for %s" % (p["profile"], p["version"], kver)
+            if p["install"]:
+                result["install"] = {"method": p["install_method"], "actions": ["build", "install"]}
+            return result
+        if not tools.get("podman"):
+            raise kb.KmodBuildError("podman is not installed on this host: the build runs in a container "
+                                    "(or copy a built cache entry and the tarball here)")
+        os.makedirs(cache_dir, exist_ok=True)
+        env = kb.podman_env(p["podman_conf_dir"]) if p["podman_conf_dir"] else {}
+        image = p["builder_image"] or kb.builder_image_name(kver)
+        if p["builder_create"]:
+            suite = p["builder_suite"] or os_codename(sysroot)
+            image, created, secs = kb.ensure_builder_image(
+                run, tools, kver, env, cache_dir, suite=suite, mirror=p["builder_mirror"], sysroot=sysroot,
+                image=image, extra_packages=p["builder_extra_packages"],
+                deb_cache=os.path.join(cache_dir, "debs"))
+        else:
+            rc, _o, _e = run([tools["podman"], "image", "exists", image], env=env)
+            if rc != 0:
+                raise kb.KmodBuildError("builder image %s does not exist and builder_create is false" % image)
+            created, secs = False, 0.0
+        result["builder"] = {"image": image, "created": created, "seconds": round(secs, 2)}
+        timings["builder"] = round(secs, 2)
+        manifest = kb.build(run, tools, source, sha, kver, p["version"], p["profile"], cache_dir, image, env=env,
+                            signing=signing, required_modules=p["required_modules"], keep_failed=p["keep_failed"])
+        timings["build"] = manifest["timings"].get("build")
+        result["built"] = True
+    else:
+        result["cache_hit"] = True
+
+    result.update(collisions=manifest["collisions"], artifacts=manifest["artifacts"],
+                  modules=manifest["modules"], artifact_dir=os.path.join(cache_dir, key))
+    if manifest["kver"] != kver or manifest["source_sha256"] != sha:
+        raise kb.KmodBuildError("cache entry %s does not describe this build" % key)
+    missing = [r for r in p["required_modules"] if r not in [m["name"] for m in manifest["modules"]]]
+    if missing:
+        raise kb.KmodBuildError("the cached build lacks required modules %s" % ", ".join(missing))
+
+    if p["install"]:
+        actions, before = kb.install_plan(sysroot, manifest,
+                                          "package" if p["install_method"] == "package" else "copy")
+        for m in manifest["modules"]:
+            cur = sysroot.path(m["installed_path"])
+            cur_sha = kb.sha256_file(cur) if os.path.isfile(cur) else None
+            if cur_sha != m["sha256"]:
+                result["drift"].append({"concern": "vendor_nfs", "object": "%s/%s" % (kver, m["name"]),
+                                        "key": "sha256", "current": cur_sha, "desired": m["sha256"]})
+        inst = kb.install(run, tools, sysroot, cache_dir, manifest, method=p["install_method"],
+                          initramfs=p["initramfs"], check_mode=module.check_mode)
+        result["install"] = inst
+        if inst["actions"]:
+            result["changed"] = True
+    timings["total"] = round(time.time() - t0, 3)
+    result["timings"] = timings
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            src=dict(type="str", required=True),
+            sha256=dict(type="str", required=True),
+            version=dict(type="str", required=True),
+            kernel_release=dict(type="str", required=True),
+            profile=dict(type="str", default="vastnfs", choices=sorted(kb.PROFILES)),
+            required_modules=dict(type="list", elements="str", default=["sunrpc", "rpcrdma"]),
+            cache_dir=dict(type="path", default="/var/cache/gpufabric/vendor_nfs"),
+            builder_image=dict(type="str"),
+            builder_create=dict(type="bool", default=True),
+            builder_suite=dict(type="str"),
+            builder_mirror=dict(type="str"),
+            builder_extra_packages=dict(type="list", elements="str", default=[]),
+            podman_conf_dir=dict(type="path"),
+            signing_key=dict(type="path", no_log=False),
+            signing_cert=dict(type="path"),
+            install=dict(type="bool", default=False),
+            install_method=dict(type="str", default="auto", choices=["auto", "package", "copy"]),
+            initramfs=dict(type="str", default="auto", choices=["auto", "always", "never"]),
+            keep_failed=dict(type="bool", default=False),
+        ),
+        required_together=[("signing_key", "signing_cert")],
+        supports_check_mode=True,
+    )
+    try:
+        result = run_module(module)
+    except kb.KmodBuildError as e:
+        details = dict((k, v) for k, v in e.details.items() if k in ("rc", "stdout", "stderr", "problems",
+                                                                      "collisions", "actual", "expected"))
+        module.fail_json(msg=str(e), kernel_release=module.params["kernel_release"], **details)
+    except (OSError, IOError) as e:
+        module.fail_json(msg="vendor NFS client build for %s failed: %s" % (module.params["kernel_release"], e))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

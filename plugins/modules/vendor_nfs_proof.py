@@ -1,0 +1,165 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vendor_nfs_proof
+short_description: Prove that the vendor NFS client is installed for a kernel, or running after the boot
+version_added: 0.1.0
+description:
+  - Read-only checks of the storage vendor's NFS client, for the kernel-upgrade journey.
+  - O(stage=installed) is the gate before a reboot. The verified build for O(kernel_release) is recorded in
+    C(/etc/gpufabric/vendor_nfs.json) (written by M(gpufabric.node.vendor_nfs_build)), every module file is present
+    with the recorded sha256, its vermagic names that kernel, C(rpcrdma) exports C(rpcrdma_register_nvfs_dma_ops),
+    and C(modules.dep) of that kernel resolves every module name to the vendor's file (what modprobe loads at boot).
+  - O(stage=running) is the proof after the boot. C(uname -r) (C(/proc/sys/kernel/osrelease)) is the target. Every
+    loaded client module has C(/sys/module/<m>/srcversion) equal to the installed file's srcversion.
+    C(/sys/module/sunrpc/parameters/nfs_bundle_version) exists. When nvidia-fs is loaded,
+    C(/proc/driver/nvidia-fs/modules) lists C(rpcrdma). A node that booted the in-tree NFS stack keeps working
+    storage with GDS off and no error anywhere; this is the check that notices.
+  - Fails with every problem listed when the proof does not hold (unless O(fail_on_problems=false)).
+author:
+  - gpufabric developers (@gpufabric)
+options:
+  stage:
+    description: C(installed) before rebooting into the kernel, C(running) after the boot.
+    type: str
+    choices: [installed, running]
+    required: true
+  kernel_release:
+    description: The target kernel release.
+    type: str
+    required: true
+  version:
+    description: The expected vendor client version (O(stage=installed)); not compared when omitted.
+    type: str
+  require_loaded:
+    description: Modules that must be loaded at O(stage=running) (others are checked only when loaded).
+    type: list
+    elements: str
+    default: [sunrpc]
+  nvidia_fs:
+    description: C(auto) checks C(/proc/driver/nvidia-fs/modules) when nvidia-fs is loaded, C(required) fails when it
+      is not loaded, C(ignore) skips it.
+    type: str
+    choices: [auto, required, ignore]
+    default: auto
+  fail_on_problems:
+    description: Fail when the proof does not hold; otherwise return RV(proven=false) with the problems.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same checks in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Refuse to reboot unless the vendor client for the new kernel is installed
+  gpufabric.node.vendor_nfs_proof:
+    stage: installed
+    kernel_release: 6.1.0-56-amd64
+    version: "4.0.35"
+
+- name: After the boot, prove the vendor client (and its nvidia-fs hook) is what runs
+  gpufabric.node.vendor_nfs_proof:
+    stage: running
+    kernel_release: 6.1.0-56-amd64
+    require_loaded: [sunrpc, rpcrdma]
+"""
+
+RETURN = r"""
+proven:
+  description: Whether every check held.
+  returned: always
+  type: bool
+problems:
+  description: One sentence per failed check.
+  returned: always
+  type: list
+  elements: str
+stage:
+  description: The stage checked.
+  returned: always
+  type: str
+kernel_release:
+  description: The target kernel.
+  returned: always
+  type: str
+running_release:
+  description: The running kernel (O(stage=running)).
+  returned: when O(stage=running)
+  type: str
+modules:
+  description: Per module the installed path, resolved path, vermagic and srcversion (installed), or loaded state and
+    both srcversions (running).
+  returned: always
+  type: dict
+nfs_bundle_version:
+  description: Value of C(/sys/module/sunrpc/parameters/nfs_bundle_version).
+  returned: when O(stage=running)
+  type: str
+nvidia_fs:
+  description: Whether nvidia-fs is loaded and the modules it lists.
+  returned: when O(stage=running)
+  type: dict
+drift:
+  description: One entry per failed check (concern C(vendor_nfs)).
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            stage=dict(type="str", required=True, choices=["installed", "running"]),
+            kernel_release=dict(type="str", required=True),
+            version=dict(type="str"),
+            require_loaded=dict(type="list", elements="str", default=["sunrpc"]),
+            nvidia_fs=dict(type="str", default="auto", choices=["auto", "required", "ignore"]),
+            fail_on_problems=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        kver = kb.validate_kver(p["kernel_release"])
+    except ValueError as e:
+        module.fail_json(msg=str(e))
+    sysroot = Sysroot()
+    try:
+        if p["stage"] == "installed":
+            res = kb.prove_installed(sysroot, kver, version=p["version"])
+        else:
+            res = kb.prove_running(sysroot, kver, require_loaded=p["require_loaded"], nvidia_fs=p["nvidia_fs"])
+    except (kb.KmodBuildError, OSError, IOError) as e:
+        module.fail_json(msg="vendor NFS client proof for %s could not be read: %s" % (kver, e))
+    res.pop("record", None)
+    res["changed"] = False
+    res["drift"] = [{"concern": "vendor_nfs", "object": kver, "key": p["stage"], "current": prob,
+                     "desired": "proven"} for prob in res["problems"]]
+    if p["fail_on_problems"] and not res["proven"]:
+        module.fail_json(msg="vendor NFS client %s for kernel %s not proven: %s" % (
+            "installation" if p["stage"] == "installed" else "runtime", kver, "; ".join(res["problems"])), **res)
+    module.exit_json(**res)
+
+
+if __name__ == "__main__":
+    main()
