@@ -123,8 +123,8 @@ class _Run(object):
 
     def drift(self, concern, entries):
         for d in entries:
-            self.change(concern, "%s %s %s -> %s" % (d.get("object"), d.get("key"), _fmt(d.get("current")),
-                                                    _fmt(d.get("desired"))))
+            text = "%s %s %s -> %s" % (d.get("object"), d.get("key"), _fmt(d.get("current")), _fmt(d.get("desired")))
+            self.change(concern, text)
 
     def error(self, concern, text):
         line = "error: %s: %s" % (concern, text)
@@ -431,4 +431,4 @@ def main(argv=None, out=None, err=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

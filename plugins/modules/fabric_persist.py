@@ -188,7 +188,7 @@ def render_script(python, script, lib_dir):
         "import sys\n\n"
         "sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), %r)))\n\n"
         "from ansible_collections.gpufabric.node.plugins.module_utils.applier import main  # noqa: E402\n\n"
-        "sys.exit(main())\n" % (python, HEADER, lib_dir, rel))
+        "raise SystemExit(main())\n" % (python, HEADER, lib_dir, rel))
 
 
 def render_unit(script, boot_wait, before_units):

@@ -164,3 +164,31 @@ def test_boot_unit_runs_installed_applier(node, monkeypatch):
     for rail in rails:
         assert dcb_emu.pfc_enabled(dcb_emu.state(root, rail)) == [3]
     assert dcb_emu.pfc_enabled(dcb_emu.state(root, manifest["rails"][2]["netdev"])) == []
+
+
+def test_template_instance_reapplies_only_its_device(node, monkeypatch):
+    """What systemd does for gpufabric-apply@mlx5_1.service: %I is the instance; only mlx5_1 is touched."""
+    root, _m, _bindir = node
+    sr = Sysroot(root)
+    state.record(sr, "rdma_cm", {"devices": ["mlx5_0", "mlx5_1"], "tos": 106}, False)
+    paths = {}
+    for dev in ("mlx5_0", "mlx5_1"):
+        paths[dev] = os.path.join(root, "sys/kernel/config/rdma_cm/%s/ports/1/default_roce_tos" % dev)
+        os.makedirs(os.path.dirname(paths[dev]))
+        with open(paths[dev], "w") as f:
+            f.write("0\n")
+    assert not run_module(fabric_persist, {"device_wait": 0}, monkeypatch=monkeypatch).get("failed")
+    with open(os.path.join(root, "etc/systemd/system/gpufabric-apply@.service")) as f:
+        text = f.read()
+    sections = bootsim.parse_unit_text(text.replace("%I", "mlx5_1"))
+    assert bootsim.unit_value(sections, "Unit", "After") == "gpufabric-apply.service"
+    assert bootsim.unit_value(sections, "Service", "RemainAfterExit") is None
+    cmds = bootsim.unit_exec_commands(sections, root)
+    assert len(cmds) == 1
+    p = subprocess.run(cmds[0][0], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    assert p.returncode == 0, p.stderr
+    assert "rdma_cm: mlx5_1/1 default_roce_tos 0 -> 106" in p.stdout
+    with open(paths["mlx5_1"]) as f:
+        assert f.read().strip() == "106"
+    with open(paths["mlx5_0"]) as f:
+        assert f.read().strip() == "0"
