@@ -88,6 +88,7 @@ attributes:
     support: full
     description: Diff of the unit files, the udev rule and the script (the module_utils copy is summarised).
   platform:
+    support: full
     platforms: posix
     description: Linux with systemd and udev.
 notes:
