@@ -161,22 +161,26 @@ def _validate_acs(data):
     out = []
     seen = set()
     for b in bridges:
-        if not isinstance(b, dict) or set(b) - {"kernel_path", "bdf"} or not b.get("kernel_path"):
+        if not isinstance(b, dict) or set(b) - {"kernel_path", "bdf"} or not (b.get("kernel_path") or b.get("bdf")):
             raise ValueError("acs.bridges entries must be {kernel_path: <kernel path form>, bdf: <address>} "
                              "(got %r)" % (b,))
-        path = str(b["kernel_path"]).strip().lower()
-        if not _PATH_RE.match(path):
-            raise ValueError("acs bridge path %r is not in the kernel's path form "
-                             "<domain>:<bus>:<dev>.<fn>[/<dev>.<fn>...]" % (b["kernel_path"],))
-        if path in seen:
-            raise ValueError("acs.bridges lists %s twice" % path)
-        seen.add(path)
-        out.append({"kernel_path": path, "bdf": pci.normalize_bdf(b["bdf"]) if b.get("bdf") else None})
+        path = None
+        if b.get("kernel_path"):
+            path = str(b["kernel_path"]).strip().lower()
+            if not _PATH_RE.match(path):
+                raise ValueError("acs bridge path %r is not in the kernel's path form "
+                                 "<domain>:<bus>:<dev>.<fn>[/<dev>.<fn>...]" % (b["kernel_path"],))
+        bdf = pci.normalize_bdf(b["bdf"]) if b.get("bdf") else None
+        key = path or bdf
+        if key in seen:
+            raise ValueError("acs.bridges lists %s twice" % key)
+        seen.add(key)
+        out.append({"kernel_path": path, "bdf": bdf})
     try:
         names, _mask = acs.validate_clear(data.get("clear"))
     except acs.AcsError as e:
         raise ValueError("acs: %s" % e)
-    return {"bridges": sorted(out, key=lambda e: e["kernel_path"]), "clear": names}
+    return {"bridges": sorted(out, key=lambda e: e["kernel_path"] or e["bdf"]), "clear": names}
 
 
 def _validate_nvidia_fs(data):

@@ -37,6 +37,8 @@ NORMALISE_CASES = [
       "clear": ["ReqRedir", "CmpltRedir", "EgressCtrl"]}),
     ("acs default clear", "acs", {"bridges": [{"kernel_path": "0000:15:01.0"}]},
      {"bridges": [{"kernel_path": "0000:15:01.0", "bdf": None}], "clear": ["ReqRedir", "CmpltRedir", "EgressCtrl"]}),
+    ("acs bdf only (no path form known)", "acs", {"bridges": [{"bdf": "0000:16:00.0", "kernel_path": None}]},
+     {"bridges": [{"kernel_path": None, "bdf": "0000:16:00.0"}], "clear": ["ReqRedir", "CmpltRedir", "EgressCtrl"]}),
     ("nvidia_fs bool", "nvidia_fs", {"rw_stats_enabled": True}, {"rw_stats_enabled": 1}),
     ("routing default file", "routing", {}, {"state_file": "/etc/gpufabric/routing.json"}),
 ]
@@ -64,6 +66,7 @@ BAD_CASES = [
     ("rdma_cm bad device", "rdma_cm", {"devices": ["../x"], "tos": 106}, "not an RDMA device name"),
     ("acs bad path", "acs", {"bridges": [{"kernel_path": "15:01.0/0.0.0"}]}, "path form"),
     ("acs empty", "acs", {"bridges": []}, "non-empty list"),
+    ("acs entry without path or bdf", "acs", {"bridges": [{"kernel_path": None}]}, "entries must be"),
     ("acs unmanaged bit", "acs", {"bridges": [{"kernel_path": "0000:15:01.0"}], "clear": ["TB"]}, "not managed"),
     ("acs duplicate", "acs", {"bridges": [{"kernel_path": "0000:15:01.0"}, {"kernel_path": "0000:15:01.0"}]},
      "twice"),
