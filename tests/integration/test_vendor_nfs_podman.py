@@ -1,0 +1,184 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vendor_nfs_build for real: the vendor-like fixture built in podman for a Debian bookworm kernel.
+
+Runs the module as Ansible runs it (a subprocess with an arguments file). The builder image is the VM lab's
+``localhost/gpufabric-kbuild:<kver>`` when its podman storage (``.cache/vm/podman``) has one, else the module creates
+it from Debian packages (debootstrap, the host's apt mirror). Kernel: ``GPUFABRIC_KBUILD_KVER``, else the lab's
+image kernel, else the newest ``linux-headers-*-amd64`` apt knows for bookworm.
+
+Skipped with the reason when podman, debootstrap or root is missing.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "vendor_nfs"))
+import vendor_fixture as vf  # noqa: E402 pylint: disable=wrong-import-position
+
+MODULE = os.path.join(REPO, "plugins", "modules", "vendor_nfs_build.py")
+LAB_PODMAN = os.path.join(REPO, ".cache", "vm", "podman")
+TIMINGS = {}
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="building in podman with a debootstrapped image needs root"),
+    pytest.mark.skipif(shutil.which("podman") is None, reason="podman is not installed (apt-get install podman runc)"),
+]
+
+
+def _env():
+    env = dict(os.environ)
+    build = os.path.join(REPO, ".build")
+    link = os.path.join(build, "ansible_collections", "gpufabric", "node")
+    if not os.path.exists(link):
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(REPO, link)
+    env["PYTHONPATH"] = build + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def podman_images(conf_dir):
+    env = dict(os.environ)
+    env["CONTAINERS_CONF"] = os.path.join(conf_dir, "containers.conf")
+    env["CONTAINERS_STORAGE_CONF"] = os.path.join(conf_dir, "storage.conf")
+    if not os.path.exists(env["CONTAINERS_STORAGE_CONF"]):
+        return []
+    p = subprocess.run(["podman", "images", "--format", "{{.Repository}}:{{.Tag}}"], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    return p.stdout.split() if p.returncode == 0 else []
+
+
+def pick_kver():
+    if os.environ.get("GPUFABRIC_KBUILD_KVER"):
+        return os.environ["GPUFABRIC_KBUILD_KVER"]
+    for img in podman_images(LAB_PODMAN):
+        if img.startswith("localhost/gpufabric-kbuild:"):
+            return img.split(":", 1)[1]
+    meta = os.path.join(REPO, ".cache", "vm", "images")
+    for d in sorted(os.listdir(meta)) if os.path.isdir(meta) else []:
+        mp = os.path.join(meta, d, "meta.json")
+        if os.path.exists(mp):
+            with open(mp) as f:
+                return json.load(f)["kver"]
+    p = subprocess.run(["apt-cache", "search", "--names-only", r"^linux-headers-6\.1\.0-[0-9]+-amd64$"],
+                       stdout=subprocess.PIPE, universal_newlines=True)
+    found = sorted(re.findall(r"linux-headers-(6\.1\.0-(\d+)-amd64)", p.stdout), key=lambda x: int(x[1]))
+    if not found:
+        pytest.skip("no bookworm linux-headers-*-amd64 known to apt (run apt-get update)")
+    return found[-1][0]
+
+
+@pytest.fixture(scope="module")
+def kver():
+    return pick_kver()
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    d = tmp_path_factory.mktemp("vendor_nfs")
+    yield d
+    if TIMINGS:
+        sys.stderr.write("\nvendor_nfs podman timings: %s\n" % json.dumps(TIMINGS, sort_keys=True))
+
+
+def run_module(args, tmp):
+    argsfile = os.path.join(str(tmp), "args-%d.json" % int(time.time() * 1000))
+    with open(argsfile, "w") as f:
+        json.dump({"ANSIBLE_MODULE_ARGS": args}, f)
+    t0 = time.time()
+    p = subprocess.run([sys.executable, MODULE, argsfile], env=_env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=1800)
+    took = time.time() - t0
+    try:
+        res = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise AssertionError("module printed no JSON (rc=%d): %s %s" % (p.returncode, p.stdout[-2000:],
+                                                                         p.stderr[-2000:]))
+    return res, took
+
+
+def base_args(work, kver, tarball, digest):
+    conf = LAB_PODMAN if os.path.isdir(LAB_PODMAN) else str(work / "podman")
+    return {"src": tarball, "sha256": digest, "version": "4.0.35-gf1", "kernel_release": kver,
+            "cache_dir": str(work / "cache"), "podman_conf_dir": conf, "builder_suite": "bookworm"}
+
+
+def test_build_verify_and_cache(work, kver):
+    if not os.path.isdir(LAB_PODMAN) and shutil.which("debootstrap") is None:
+        pytest.skip("no builder image of the VM lab and no debootstrap to create one")
+    tarball, digest = vf.make_source_tarball(str(work))
+    res, took = run_module(base_args(work, kver, tarball, digest), work)
+    assert not res.get("failed"), res.get("msg")
+    TIMINGS["builder_image_s"] = res["builder"]["seconds"]
+    TIMINGS["builder_created"] = res["builder"]["created"]
+    TIMINGS["build_s"] = res["timings"]["build"]
+    TIMINGS["first_run_s"] = round(took, 2)
+    assert res["changed"] and res["built"] and not res["cache_hit"]
+    assert res["collisions"] == [["vastnfs-4.0.35-gf1/Makefile", "vastnfs-4.0.35-gf1/makefile"]]
+    names = sorted(m["name"] for m in res["modules"])
+    assert names == ["nfs", "rpcrdma", "sunrpc"]
+    for m in res["modules"]:
+        assert m["vermagic"].split()[0] == kver
+        assert m["installed_path"] == "/lib/modules/%s/updates/bundle/%s.ko" % (kver, m["name"])
+    # Independent read-back of the artifact with the system tools.
+    deb = os.path.join(res["artifact_dir"], res["artifacts"][0]["file"])
+    listing = subprocess.run(["dpkg-deb", "-c", deb], stdout=subprocess.PIPE, universal_newlines=True).stdout
+    assert "./lib/modules/%s/updates/bundle/rpcrdma.ko" % kver in listing
+    x = work / "x"
+    subprocess.run(["dpkg-deb", "-x", deb, str(x)], check=True)
+    ko = str(x / "lib" / "modules" / kver / "updates" / "bundle" / "rpcrdma.ko")
+    magic = subprocess.run(["modinfo", "-F", "vermagic", ko], stdout=subprocess.PIPE,
+                           universal_newlines=True).stdout.split()
+    assert magic[0] == kver
+    nm = subprocess.run(["nm", ko], stdout=subprocess.PIPE, universal_newlines=True).stdout
+    assert "__ksymtab_rpcrdma_register_nvfs_dma_ops" in nm
+    # The pure-Python ELF reader agrees with the tools on a real module.
+    sys.path.insert(0, os.path.join(REPO, ".build"))
+    from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+    with open(ko, "rb") as f:
+        data = f.read()
+    assert kb.NVFS_SYMBOL in kb.exported_symbols(data)
+    assert kb.modinfo_fields(data)["vermagic"][0].split()[0] == kver
+
+    again, took2 = run_module(base_args(work, kver, tarball, digest), work)
+    TIMINGS["cached_rerun_s"] = round(took2, 2)
+    assert not again.get("failed"), again.get("msg")
+    assert again["cache_hit"] and not again["changed"] and not again["built"]
+    assert again["key"] == res["key"]
+    assert took2 < 2.0, "cached rerun took %.2f s" % took2
+
+
+def test_case_insensitive_source_fails_loudly(work, kver):
+    tarball, digest = vf.make_source_tarball(str(work), variant="case_insensitive")
+    res, _took = run_module(base_args(work, kver, tarball, digest), work)
+    assert res.get("failed")
+    assert "no kernel modules" in res["msg"]
+    assert not os.path.exists(os.path.join(str(work / "cache"), res.get("key", "none")))
+
+
+def test_missing_symbol_fails(work, kver):
+    tarball, digest = vf.make_source_tarball(str(work), variant="no_symbol")
+    res, _took = run_module(base_args(work, kver, tarball, digest), work)
+    assert res.get("failed")
+    assert "does not export rpcrdma_register_nvfs_dma_ops" in res["msg"]
+
+
+def test_wrong_sha_refused(work, kver):
+    tarball, digest = vf.make_source_tarball(str(work))
+    res, took = run_module(dict(base_args(work, kver, tarball, digest), sha256="0" * 64), work)
+    assert res.get("failed") and "refusing to build" in res["msg"]
+    assert res["actual"] == digest
