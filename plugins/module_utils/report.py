@@ -90,7 +90,8 @@ def _cell(value):
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(report, title="gpufabric drift report"):
+def to_markdown(report, title="gpufabric drift report", fixed=False):
+    """Markdown text; with ``fixed`` the items are what a fix run corrected."""
     s = report["summary"]
     lines = ["# %s" % title, ""]
     lines.append("%d node(s), %d drifted, %d drift item(s)." % (s["nodes"], len(s["drifted_nodes"]), s["drift_items"]))
@@ -105,7 +106,7 @@ def to_markdown(report, title="gpufabric drift report"):
         elif n["errors"]:
             state = "ERROR"
         elif n["drifted"]:
-            state = "DRIFT"
+            state = "FIXED" if fixed else "DRIFT"
         else:
             state = "ok"
         concerns = ", ".join("%s: %d" % kv for kv in sorted(n["by_concern"].items())) or "-"

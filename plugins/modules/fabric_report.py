@@ -45,6 +45,11 @@ options:
     description: Title of the Markdown report.
     type: str
     default: gpufabric drift report
+  fixed:
+    description:
+      - The drift lists come from a fix run; the items are what was corrected (nodes are marked C(FIXED)).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -122,6 +127,7 @@ def main():
             basename=dict(type="str", default="drift-report"),
             formats=dict(type="list", elements="str", choices=["json", "markdown"], default=["json", "markdown"]),
             title=dict(type="str", default="gpufabric drift report"),
+            fixed=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -132,7 +138,7 @@ def main():
         report = rpt.build(p["nodes"])
     except rpt.ReportError as e:
         module.fail_json(msg="cannot build the drift report: %s" % e)
-    markdown = rpt.to_markdown(report, p["title"])
+    markdown = rpt.to_markdown(report, p["title"], fixed=p["fixed"])
     contents = {"json": rpt.to_json(report), "markdown": markdown}
     ext = {"json": ".json", "markdown": ".md"}
     root = Sysroot("/")

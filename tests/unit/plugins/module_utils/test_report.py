@@ -70,3 +70,9 @@ BAD = [
 def test_bad_input(name, nodes):
     with pytest.raises(rpt.ReportError):
         rpt.build(nodes)
+
+
+def test_fixed_marks_nodes():
+    r = rpt.build({"a": {"drift": FIVE}})
+    assert "| a | FIXED | 5 |" in rpt.to_markdown(r, fixed=True)
+    assert "| a | DRIFT | 5 |" in rpt.to_markdown(r)
