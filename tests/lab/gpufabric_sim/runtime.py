@@ -112,10 +112,10 @@ def run(argv, input_text=None, check=True, env=None):
     return p
 
 
-def ip_batch(lines, ns=None, check=True):
+def ip_batch(lines, ns=None, check=True, force=False):
     if not lines:
         return None
-    argv = [ip_bin()] + (["-n", ns] if ns else []) + ["-batch", "-"]
+    argv = [ip_bin()] + (["-n", ns] if ns else []) + (["-force"] if force else []) + ["-batch", "-"]
     return run(argv, "\n".join(lines) + "\n", check=check)
 
 
@@ -581,9 +581,25 @@ def read_pid(path, must_contain):
     return pid
 
 
-def ns_pids(ns):
-    p = run([ip_bin(), "netns", "pids", ns], check=False)
-    return [int(x) for x in p.stdout.split() if x.isdigit()]
+def ns_pids(*names):
+    """pids of processes whose network namespace is one of the named ones (one pass over /proc)."""
+    inodes = set()
+    for ns in names:
+        try:
+            inodes.add(os.stat(os.path.join("/run/netns", ns)).st_ino)
+        except OSError:
+            pass
+    if not inodes:
+        return []
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat("/proc/%s/ns/net" % name).st_ino in inodes:
+                    pids.append(int(name))
+            except OSError:
+                pass
+    return pids
 
 
 # --------------------------------------------------------------------------------------------
@@ -860,11 +876,9 @@ def destroy(fleet):
             pids.extend(process_tree(spid))
     prefix = ("gf-%s-" % fid, "gf-%s." % fid)
     namespaces = [ns for ns in netns_list() if ns.startswith(prefix)]
-    for ns in namespaces:
-        pids.extend(ns_pids(ns))
+    pids.extend(ns_pids(*namespaces))
     kill_pids(pids)
-    for ns in namespaces:
-        run([ip_bin(), "netns", "del", ns], check=False)
+    ip_batch(["netns del %s" % ns for ns in namespaces], check=False, force=True)
     if os.path.isdir(fleet):
         shutil.rmtree(fleet)
     return {"killed": sorted(set(pids)), "namespaces": namespaces}
