@@ -703,7 +703,7 @@ def _reset_emulators(root, netdevs):
             ethtool.reset_device(root, netdev)
 
 
-def prepare_node(fleet, python, name, topo_name, index, fid, port, leaf):
+def prepare_node(fleet, python, name, topo_name, index, fid):
     """Build a node's directory (root, bin, enter, sshd_config, boot state); returns its fleet.json entry."""
     tree, topology = _import_tree()
     topo = topology.load(topo_name)
@@ -720,42 +720,79 @@ def prepare_node(fleet, python, name, topo_name, index, fid, port, leaf):
         write_file(os.path.join(bindir, tool), render_wrapper(python, module, func, argv0), 0o755)
     ns = node_ns(fid, name)
     write_file(os.path.join(node_dir, "enter"), render_enter(node_dir, ns, ip_bin()), 0o755)
-    write_file(os.path.join(node_dir, "sshd_config"), render_sshd_config(fleet, node_dir, port), 0o600)
     rails = []
     for i, r in enumerate(manifest.get("rails", [])):
         if len(r["netdev"]) > 15:
             raise SimError("rail name %r is longer than 15 characters" % r["netdev"])
         rails.append({"netdev": r["netdev"], "ibdev": r["ibdev"], "mac": r["mac"], "ipv4": r["ipv4"],
                       "peer": peer_name(index, i)})
-    return {"name": name, "index": index, "topology": topo_name, "port": port, "ns": ns, "fleet": fleet,
+    return {"name": name, "index": index, "topology": topo_name, "port": None, "ns": ns, "fleet": fleet,
             "dir": node_dir, "root": root, "rails": rails, "sshd_pid": None}
 
 
 def start_sshd(node):
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
-    pidfile = os.path.join(node["dir"], "sshd.pid")
-    if os.path.exists(pidfile):
-        os.unlink(pidfile)
+    for f in ("sshd.pid", "sshd.log"):
+        if os.path.exists(os.path.join(node["dir"], f)):
+            os.unlink(os.path.join(node["dir"], f))
     run([sshd, "-f", os.path.join(node["dir"], "sshd_config"), "-E", os.path.join(node["dir"], "sshd.log")])
-    return pidfile
+
+
+def _sshd_failed(node):
+    """True once the daemonized sshd logged a fatal error (it daemonizes before it binds its port)."""
+    try:
+        with open(os.path.join(node["dir"], "sshd.log")) as f:
+            return "fatal:" in f.read()
+    except OSError:
+        return False
 
 
 def wait_pidfiles(nodes, timeout=20.0):
+    """Wait for the sshds' pid files; returns the nodes whose sshd failed or never wrote one."""
     deadline = time.time() + timeout
     pending = list(nodes)
+    failed = []
     while pending and time.time() < deadline:
         rest = []
         for n in pending:
             pid = read_pid(os.path.join(n["dir"], "sshd.pid"), n["dir"])
             if pid:
                 n["sshd_pid"] = pid
+            elif _sshd_failed(n):
+                failed.append(n)
             else:
                 rest.append(n)
         pending = rest
         if pending:
             time.sleep(0.05)
-    if pending:
+    return failed + pending
+
+
+def start_sshds(fleet, nodes, base_port, attempts=5):
+    """Give every node a free port and a running sshd.
+
+    Ports are chosen right before the sshds start, under a host-wide lock so concurrent creates do not
+    pick the same ones; a port taken by anything else in between shows as sshd's fatal bind error (sshd
+    daemonizes first, so its exit status cannot tell) and that node is retried on the next free port.
+    """
+    import fcntl
+    os.makedirs("/run/gpufabric-sim", exist_ok=True)
+    with open("/run/gpufabric-sim/ports.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        pending = list(nodes)
+        port = base_port
+        for _attempt in range(attempts):
+            ports = free_ports(len(pending), port)
+            for n, p in zip(pending, ports):
+                n["port"] = p
+                write_file(os.path.join(n["dir"], "sshd_config"), render_sshd_config(fleet, n["dir"], p), 0o600)
+                start_sshd(n)
+            pending = wait_pidfiles(pending)
+            if not pending:
+                return
+            port = max(ports) + 1
+            log("sshd failed for %s; trying other ports" % ", ".join(n["name"] for n in pending))
         raise SimError("sshd did not start for %s (see <node>/sshd.log)" % ", ".join(n["name"] for n in pending))
 
 
@@ -811,13 +848,12 @@ def create(fleet, specs, base_port=DEFAULT_BASE_PORT, python=None):
             if not os.path.exists(path):
                 run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path])
         shutil.copyfile(os.path.join(fleet, "id_ed25519.pub"), os.path.join(fleet, "authorized_keys"))
-        ports = free_ports(len(specs), base_port)
         ip_batch(["netns add %s" % leaf])
         data["namespaces"].append(leaf)
         save_fleet(fleet, data)
         ip_batch(["link set dev lo up", "link add name br0 type bridge", "link set dev br0 up"], ns=leaf)
         for i, (name, topo_name) in enumerate(specs):
-            node = prepare_node(fleet, python, name, topo_name, i + 1, fid, ports[i], leaf)
+            node = prepare_node(fleet, python, name, topo_name, i + 1, fid)
             data["nodes"].append(node)
             save_fleet(fleet, data)
         t_tree = time.time()
@@ -827,9 +863,7 @@ def create(fleet, specs, base_port=DEFAULT_BASE_PORT, python=None):
         for n in data["nodes"]:
             setup_node_network(n, leaf)
         t_net = time.time()
-        for n in data["nodes"]:
-            start_sshd(n)
-        wait_pidfiles(data["nodes"])
+        start_sshds(fleet, data["nodes"], base_port)
         data["watcher_pid"] = start_watcher(fleet, python)
         save_fleet(fleet, data)
         wait_listening(data["nodes"])
@@ -864,7 +898,7 @@ def destroy(fleet):
     if os.path.isdir(fleet):
         for name in os.listdir(fleet):
             d = os.path.join(fleet, name)
-            if os.path.isfile(os.path.join(d, "sshd_config")) and d not in node_dirs:
+            if os.path.isfile(os.path.join(d, "enter")) and d not in node_dirs:
                 node_dirs.append(d)
     pids = []
     wpid = read_pid(os.path.join(fleet, "configfs-watch.pid"), fleet)
