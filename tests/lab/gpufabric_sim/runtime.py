@@ -703,10 +703,11 @@ def _reset_emulators(root, netdevs):
             ethtool.reset_device(root, netdev)
 
 
-def prepare_node(fleet, python, name, topo_name, index, fid):
-    """Build a node's directory (root, bin, enter, sshd_config, boot state); returns its fleet.json entry."""
+def prepare_node(fleet, python, name, topo_name, index, fid, topo=None):
+    """Build a node's directory (root, bin, enter, topology.json); returns its fleet.json entry."""
     tree, topology = _import_tree()
-    topo = topology.load(topo_name)
+    if topo is None:
+        topo = topology.load(topo_name)
     node_dir = os.path.join(fleet, name)
     root = os.path.join(node_dir, "root")
     os.makedirs(root)
@@ -852,8 +853,13 @@ def create(fleet, specs, base_port=DEFAULT_BASE_PORT, python=None):
         data["namespaces"].append(leaf)
         save_fleet(fleet, data)
         ip_batch(["link set dev lo up", "link add name br0 type bridge", "link set dev br0 up"], ns=leaf)
+        _tree, topology = _import_tree()
+        loaded = {}
+        for _name, topo_name in specs:
+            if topo_name not in loaded:
+                loaded[topo_name] = topology.load(topo_name)
         for i, (name, topo_name) in enumerate(specs):
-            node = prepare_node(fleet, python, name, topo_name, i + 1, fid)
+            node = prepare_node(fleet, python, name, topo_name, i + 1, fid, loaded[topo_name])
             data["nodes"].append(node)
             save_fleet(fleet, data)
         t_tree = time.time()
@@ -1064,7 +1070,7 @@ def main(argv=None):
         if args.cmd == "reregister":
             print(json.dumps(reregister(args.fleet, args.node, args.ibdev), indent=1))
             return 0
-    except SimError as e:
+    except (SimError, ValueError) as e:
         log(str(e))
         return 1
     return 2
