@@ -203,7 +203,8 @@ def compare(expected, actual):
     bad = abs(len(expected) - len(actual))
     step = 1 << 16
     for off in range(0, n, step):
-        a, b = expected[off:off + step], actual[off:off + step]
+        end = min(off + step, n)
+        a, b = expected[off:end], actual[off:end]
         if a != b:
             for i in range(len(a)):
                 if a[i] != b[i]:
