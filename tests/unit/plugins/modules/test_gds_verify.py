@@ -1,0 +1,224 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gds_verify run in-process: simulated node tree, a stand-in for the cuFile program, and the replay of the record
+taken on a real H200 host without nvidia-fs (fixtures/gds/h200-no-nvfs.json, from tests/device/gds_device_check.py).
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import stat
+import sys
+
+import pytest
+
+from gpufabric_sim import topology as sim_topology
+from gpufabric_sim import tree as sim_tree
+from modrunner import run_module
+
+from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
+from ansible_collections.gpufabric.node.plugins.modules import gds_verify
+
+RECORD = os.path.join(os.path.dirname(__file__), "fixtures", "gds", "h200-no-nvfs.json")
+
+
+def put(root, path, text):
+    p = os.path.join(root, path.lstrip("/"))
+    if not os.path.isdir(os.path.dirname(p)):
+        os.makedirs(os.path.dirname(p))
+    if os.path.exists(p):
+        os.chmod(p, 0o644)
+    with open(p, "w") as f:
+        f.write(text)
+
+
+def read(root, path):
+    with open(os.path.join(root, path.lstrip("/"))) as f:
+        return f.read()
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    root = str(tmp_path / "root")
+    sim_tree.build_tree(root, sim_topology.load("hgx-h200"))
+    os.makedirs(os.path.join(root, "mnt/data"))
+    monkeypatch.setenv("GPUFABRIC_SYSROOT", root)
+    return root
+
+
+FAKE_PROGRAM = r'''#!%(python)s
+# stands in for "python cufile_probe.py ...": records its argv/env, moves the counters, prints the report
+import json, os, sys
+root = os.environ["GPUFABRIC_SYSROOT"]
+sys.path.insert(0, %(lab)r)
+from gpufabric_sim import tree
+with open(os.path.join(root, "sys/module/nvidia_fs/parameters/rw_stats_enabled")) as f:
+    rw = f.read().strip() == "1"
+with open(%(spec)r) as f:
+    spec = json.load(f)
+with open(os.path.join(%(tmp)r, "seen.json"), "w") as f:
+    json.dump({"argv": sys.argv, "rw": rw, "env": dict((k, v) for k, v in os.environ.items() if k.startswith("CUFILE")),
+               "config": json.load(open(os.environ["CUFILE_ENV_PATH_JSON"]))}, f)
+if rw:
+    with open(os.path.join(root, "proc/driver/nvidia-fs/stats"), "w") as f:
+        f.write(tree.nvfs_stats_text("2.22.3", "1.11.1.6", True, spec["move"]))
+sys.stdout.write(json.dumps(spec["report"]) + "\n")
+sys.exit(spec.get("rc", 0))
+'''
+
+
+def fake_program(tmp_path, report, move, rc=0):
+    spec = str(tmp_path / "spec.json")
+    with open(spec, "w") as f:
+        json.dump({"report": report, "move": move, "rc": rc}, f)
+    lab = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "lab"))
+    path = str(tmp_path / "fake-python")
+    with open(path, "w") as f:
+        f.write(FAKE_PROGRAM % {"python": sys.executable, "lab": lab, "spec": spec, "tmp": str(tmp_path)})
+    os.chmod(path, stat.S_IRWXU)
+    return path
+
+
+def good_report(size):
+    chk = {"matches": True, "first_mismatch": None, "mismatched_bytes": 0}
+    io = {"requested": size, "done": size, "calls": [size], "short": False, "error": None}
+    return {"ok": True, "error": None, "driver_open": {"err": 0, "name": "CU_FILE_SUCCESS", "cu_err": 0},
+            "handle_register": {"err": 0, "name": "CU_FILE_SUCCESS", "cu_err": 0}, "write": io, "read": io,
+            "file_check": chk, "gpu_check": chk, "data_matched": True}
+
+
+def hook_rpcrdma(root):
+    put(root, nvfs.MODULES, "rpcrdma: 4.0.35\n")
+    put(root, nvfs.STATS, sim_tree.nvfs_stats_text("2.22.3", "1.11.1.6", True))
+
+
+def test_check_mode_preconditions_only(node, tmp_path, monkeypatch):
+    prog = fake_program(tmp_path, good_report(16 << 20), {"writes": 9})
+    before = read(node, nvfs.RW_STATS_PARAM)
+    res = run_module(gds_verify, {"path": "/mnt/data", "python": prog}, check_mode=True, monkeypatch=monkeypatch)
+    assert not res.get("failed") and res["changed"] is False
+    assert res["transfer"] is None and res["gds_active"] is False
+    assert not os.path.exists(str(tmp_path / "seen.json"))
+    assert read(node, nvfs.RW_STATS_PARAM) == before
+    failed = set(p["name"] for p in res["preconditions"] if p["status"] == "fail")
+    # the field state of the simulated HGX node: IOMMU translated, nvidia-fs not hooked to any NFS client
+    assert {"iommu_mode", "nvidia_fs_storage_module", "vendor_client_bundle", "mount_proto_rdma"} <= failed
+    assert set(d["object"] for d in res["drift"]) == failed
+    assert all(d["concern"] == "gds" for d in res["drift"])
+
+
+def test_transfer_counted_and_rw_stats_restored(node, tmp_path, monkeypatch):
+    hook_rpcrdma(node)
+    size = 32 << 20
+    prog = fake_program(tmp_path, good_report(size), {"reads": 2, "reads_ok": 2, "read_mib": 32, "writes": 2,
+                                                      "writes_ok": 2, "write_mib": 32})
+    res = run_module(gds_verify, {"path": "/mnt/data", "python": prog, "size_mib": 32, "nfs_rdma": False},
+                     monkeypatch=monkeypatch)
+    assert res["gds_active"] is True, res["reasons"]
+    assert res["counters"]["delta"]["read_mib"] == 32 and res["changed"] is False
+    assert read(node, nvfs.RW_STATS_PARAM).strip() == "0"
+    seen = json.load(open(str(tmp_path / "seen.json")))
+    assert seen["rw"] is True
+    assert seen["env"]["CUFILE_ALLOW_COMPAT_MODE"] == "false"
+    assert seen["config"]["properties"]["allow_compat_mode"] is False
+    assert seen["argv"][seen["argv"].index("--size") + 1] == str(size)
+    assert os.listdir(os.path.join(node, "mnt/data")) == []
+    # preconditions still fail (IOMMU translated in the simulated field state): reported, verdict decided by data
+    assert res["preconditions_ok"] is False
+    assert [d["key"] for d in res["drift"]] == ["precondition"] * len(res["drift"])
+
+
+def test_compat_fallback_is_not_active(node, tmp_path, monkeypatch):
+    hook_rpcrdma(node)
+    prog = fake_program(tmp_path, good_report(16 << 20), {})
+    res = run_module(gds_verify, {"path": "/mnt/data", "python": prog}, monkeypatch=monkeypatch)
+    assert not res.get("failed")
+    assert res["gds_active"] is False and res["compat_fallback_suspected"] is True
+    assert any("fell back to POSIX I/O" in r for r in res["reasons"])
+    assert {"concern": "gds", "object": "/mnt/data", "key": "gds_active", "current": False,
+            "desired": True} in res["drift"]
+
+
+def test_program_crash_restores_and_reports(node, tmp_path, monkeypatch):
+    hook_rpcrdma(node)
+    prog = fake_program(tmp_path, {}, {"writes": 1}, rc=139)
+    res = run_module(gds_verify, {"path": "/mnt/data", "python": prog}, monkeypatch=monkeypatch)
+    assert res["gds_active"] is False and any("rc=139" in r for r in res["reasons"])
+    assert read(node, nvfs.RW_STATS_PARAM).strip() == "0"
+
+
+@pytest.mark.parametrize("args,msg", [
+    ({"path": "/mnt/data", "size_mib": 0}, "at least 1"),
+    ({"path": "/mnt/data", "size_mib": 100000}, "too large"),
+    ({"path": "/mnt/missing"}, "not a directory"),
+    ({"path": "/mnt/data", "gpu": -2}, "GPU index"),
+    ({"path": "/mnt/data", "method": "gdsio", "gdsio_path": None}, "gdsio"),
+])
+def test_bad_input_fails(node, monkeypatch, args, msg):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(gds_verify.AnsibleModule, "get_bin_path", lambda self, *a, **k: None)
+    res = run_module(gds_verify, args, monkeypatch=monkeypatch)
+    assert res.get("failed") and msg in res["msg"]
+
+
+# ------------------------------------------------------------------------------------------------ H200 record replay
+
+def load_record():
+    with open(RECORD) as f:
+        return json.load(f)
+
+
+def record_sysroot(root, rec):
+    for path, text in rec["files"].items():
+        put(root, path, text)
+    for g, t in rec["iommu_groups"].items():
+        put(root, "/sys/kernel/iommu_groups/%s/type" % g, (t or "") + "\n")
+    os.makedirs(os.path.join(root, rec["test_dir"].lstrip("/")))
+
+
+def test_replay_h200_without_nvidia_fs(tmp_path, monkeypatch):
+    rec = load_record()
+    root = str(tmp_path / "root")
+    record_sysroot(root, rec)
+    monkeypatch.setenv("GPUFABRIC_SYSROOT", root)
+    probe_out = [r for r in rec["verify_runs"] if r["argv"][1].endswith(nvfs.PROBE_FILE)][0]
+    out_file = str(tmp_path / "probe.out")
+    with open(out_file, "w") as f:
+        f.write(probe_out["stdout"])
+    prog = str(tmp_path / "replay-python")
+    with open(prog, "w") as f:
+        f.write("#!/bin/sh\ncat %s\nexit %d\n" % (out_file, probe_out["rc"]))
+    os.chmod(prog, stat.S_IRWXU)
+    monkeypatch.setattr(gds_verify.AnsibleModule, "get_bin_path", lambda self, *a, **k: None)
+    res = run_module(gds_verify, {"path": rec["test_dir"], "python": prog}, monkeypatch=monkeypatch)
+    assert not res.get("failed")
+    assert res["gds_active"] is False and res["compat_fallback_suspected"] is False
+    want = rec["verify"]
+    assert res["reasons"] == want["reasons"]
+    assert [(p["name"], p["status"]) for p in res["preconditions"]] == \
+        [(p["name"], p["status"]) for p in want["preconditions"]]
+    assert res["transfer"]["driver_open"]["name"] == "CU_FILE_DRIVER_NOT_INITIALIZED"
+    assert res["reasons"][0] == "cuFileDriverOpen failed with compat mode off: CU_FILE_DRIVER_NOT_INITIALIZED (5001)."
+    assert any("nvidia-fs is not loaded" in r for r in res["reasons"])
+    pre = dict((p["name"], p) for p in res["preconditions"])
+    assert pre["gpu_driver_open"]["status"] == "ok" and pre["iommu_mode"]["value"] == "off"
+    assert pre["mount_proto_rdma"]["value"]["fstype"] == "ext4"
+
+
+def test_record_compat_on_opens_driver_without_nvidia_fs():
+    """DESIGN: cuFileDriverOpen succeeds without nvidia-fs when compat mode is allowed; with it off it does not."""
+    rec = load_record()
+    runs = dict(((r["compat"], r["mode"]), nvfs.parse_probe_output(r["rc"], r["stdout"], r["stderr"]))
+                for r in rec["probe_runs"])
+    assert runs[(True, "open")]["driver_open"]["name"] == "CU_FILE_SUCCESS"
+    assert runs[(True, "open")]["parameters"]["allow_compat_mode"] is True
+    assert runs[(False, "open")]["driver_open"]["name"] == "CU_FILE_DRIVER_NOT_INITIALIZED"
+    assert runs[(False, "open")]["parameters"]["allow_compat_mode"] is False
+    assert runs[(True, "open")]["driver_properties"]["supported"] == []
+    for compat in (True, False):
+        active, reasons, _w, _c = nvfs.verdict(runs[(compat, "transfer")], None, None,
+                                               nvfs.expected_movement(16 << 20), False)
+        assert active is False and reasons
