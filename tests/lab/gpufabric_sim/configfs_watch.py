@@ -170,14 +170,12 @@ def run(fleet, poll=0.05, rescan=1.0, stop_after=None):
     roots = []
     last_scan = 0.0
     started = time.time()
-    running = [True]
-
     def stop(_sig, _frm):
-        running[0] = False
+        raise SystemExit(0)  # interrupts a waiting select() at once
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    while running[0]:
+    while True:
         now = time.time()
         if stop_after is not None and now - started > stop_after:
             break

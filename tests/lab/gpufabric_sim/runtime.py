@@ -906,6 +906,7 @@ def destroy(fleet):
             d = os.path.join(fleet, name)
             if os.path.isfile(os.path.join(d, "enter")) and d not in node_dirs:
                 node_dirs.append(d)
+    t0 = time.time()
     pids = []
     wpid = read_pid(os.path.join(fleet, "configfs-watch.pid"), fleet)
     if wpid:
@@ -918,10 +919,13 @@ def destroy(fleet):
     namespaces = [ns for ns in netns_list() if ns.startswith(prefix)]
     pids.extend(ns_pids(*namespaces))
     kill_pids(pids)
+    t1 = time.time()
     ip_batch(["netns del %s" % ns for ns in namespaces], check=False, force=True)
+    t2 = time.time()
     if os.path.isdir(fleet):
         shutil.rmtree(fleet)
-    return {"killed": sorted(set(pids)), "namespaces": namespaces}
+    return {"killed": sorted(set(pids)), "namespaces": namespaces,
+            "timing": {"kill_s": round(t1 - t0, 3), "netns_s": round(t2 - t1, 3), "rm_s": round(time.time() - t2, 3)}}
 
 
 # --------------------------------------------------------------------------------------------
@@ -948,8 +952,13 @@ def reboot(fleet, name):
     # the old system goes down: every process in the namespace ends
     kill_pids(ns_pids(node["ns"]))
     cmdline = grub.next_boot_cmdline(root)
+    notes = []
     if not cmdline:
-        raise SimError("no bootable entry in %s (grub.cfg / BLS entries)" % root)
+        # no grub.cfg / BLS entry yet (the boot loader was never configured in this tree): the
+        # firmware boots what it booted before
+        with open(os.path.join(root, "proc", "cmdline")) as f:
+            cmdline = f.read()
+        notes.append("no grub.cfg or BLS entry below the sysroot: booted the previous command line")
     with open(os.path.join(node["dir"], "topology.json")) as f:
         topo = json.load(f)
     mode = bootsim.iommu_mode(cmdline)
@@ -994,7 +1003,7 @@ def reboot(fleet, name):
         units.append({"unit": unit, "rc": p.returncode, "stderr": p.stderr[-2000:]})
     degraded = bool(sysctl_errors) or any(x["rc"] != 0 for x in udev + units)
     return {"node": name, "cmdline": cmdline.strip(), "iommu": mode, "acs": acs, "udev": udev, "units": units,
-            "sysctl_errors": sysctl_errors, "degraded": degraded}
+            "sysctl_errors": sysctl_errors, "degraded": degraded, "notes": notes}
 
 
 def reregister(fleet, name, ibdev):
