@@ -205,7 +205,7 @@ def expand(raw):
 
     buses = list(topo.get("root_buses") or [])
     gpus = sum(1 for rb in buses for d in _walk(rb.get("devices", [])) if d.get("kind") == "gpu")
-    nics = sum(1 for rb in buses for d in _walk(rb.get("devices", [])) if d.get("kind") == "nic")
+    nics = sum(1 for rb in buses for d in _walk(rb.get("devices", [])) if d.get("kind") == "nic" and d.get("ibdev"))
     if topo.get("switched"):
         buses.extend(_switched(topo.pop("switched"), gpus, nics))
     topo["root_buses"] = buses
@@ -246,6 +246,7 @@ def expand(raw):
                 d["acs"] = None
             if kind == "nic":
                 d.setdefault("ports", 1)
-                if not d.get("netdev") or not d.get("ibdev"):
-                    raise TopologyError("nic %s needs netdev and ibdev" % d["bdf"])
+                # a NIC without ibdev is a plain Ethernet NIC (management, BMC-shared): no RDMA device
+                if not d.get("netdev"):
+                    raise TopologyError("nic %s needs a netdev" % d["bdf"])
     return topo

@@ -306,7 +306,7 @@ class _Builder(object):
         self.gpus = []
         self.rails = []
         self.nic_order = sorted(
-            (d["bdf"] for _rb, d in topomod.iter_devices(topo) if d["kind"] == "nic"),
+            (d["bdf"] for _rb, d in topomod.iter_devices(topo) if d["kind"] == "nic" and d.get("ibdev")),
             key=topomod.parse_bdf)
 
     def p(self, *parts):
@@ -403,8 +403,9 @@ class _Builder(object):
 
     # -- NIC / RDMA ---------------------------------------------------------------------------
     def nic(self, dev, ddir, bdf, numa):
-        rail = self.nic_order.index(dev["bdf"])
-        netdev, ibdev = dev["netdev"], dev["ibdev"]
+        netdev, ibdev = dev["netdev"], dev.get("ibdev")
+        # rails (RDMA NICs) are numbered in PCI order; a plain Ethernet NIC gets an address outside the rails
+        rail = self.nic_order.index(dev["bdf"]) if ibdev else 200 + int(dev["bdf"].split(":")[1], 16) % 50
         mac = dev.get("mac") or _mac(self.node_index, rail)
         ipv4 = dev.get("ipv4") or "10.100.%d.%d/16" % (rail, self.node_index)
         ifindex = self.ifindex
@@ -419,6 +420,8 @@ class _Builder(object):
             _write(os.path.join(ndir, k), v + "\n")
         _link(ddir, os.path.join(ndir, "device"))
         _link(ndir, self.p("sys/class/net", netdev))
+        if not ibdev:
+            return
 
         idir = os.path.join(ddir, "infiniband", ibdev)
         guid = mac.split(":")
