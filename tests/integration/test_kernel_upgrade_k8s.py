@@ -1,0 +1,292 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/kernel_upgrade.yml against a simulated node (SSH) and the fake Kubernetes API.
+
+The vendor client for the target kernel comes from the build cache (pre-filled here through kmod_build with a
+recording stand-in for podman and synthetic modules), so the role installs it into the node's sysroot with the real
+depmod; the reboot is the collection-wide hook ``gpufabric_reboot_command``: a script that "boots" the target kernel
+in the sysroot (osrelease, /sys/module/<m>/srcversion of the installed vendor modules or of an in-tree stack,
+nfs_bundle_version, nvidia-fs modules) and changes the boot id that ``gpufabric_boot_time_command`` prints.
+
+Asserted from the fake API's recorded requests: skip label, cordon, eviction of the node's pod only, label restored,
+uncordon only when the node was not cordoned before; on failure the node stays cordoned and the record on the node
+says what failed; a second run resumes and keeps the initial cordon state from the record.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+for p in (os.path.join(REPO, ".build"), os.path.join(REPO, "tests", "lab"), os.path.join(REPO, "tests", "fakes"),
+          os.path.join(REPO, "tests", "fixtures", "vendor_nfs")):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import vendor_fixture as vf  # noqa: E402 pylint: disable=wrong-import-position
+from k8s_api import FakeK8s  # noqa: E402 pylint: disable=wrong-import-position
+
+VENV_PY = os.path.join(REPO, ".venv", "bin", "python")
+PLAYBOOK = os.path.join(REPO, "playbooks", "kernel_upgrade.yml")
+TARGET = "6.1.0-99-amd64"
+SKIP = "nvidia.com/gpu-driver-upgrade.skip"
+
+
+def _have_kubernetes():
+    try:
+        import kubernetes  # noqa: F401 pylint: disable=unused-import
+        return True
+    except ImportError:
+        return False
+
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="the simulated node (netns + sshd) needs root"),
+    pytest.mark.skipif(shutil.which("sshd") is None and not os.path.exists("/usr/sbin/sshd"),
+                       reason="openssh-server is not installed"),
+    pytest.mark.skipif(not _have_kubernetes(), reason="the kubernetes Python client is not installed "
+                       "(pip install kubernetes; kubernetes.core needs it)"),
+]
+
+BOOT_SCRIPT = r'''
+import json, os, sys
+root = os.environ.get("GPUFABRIC_SYSROOT", "/")
+if root == "/":
+    sys.exit("refusing to fake a boot on a real root")
+kver, mode = sys.argv[1], sys.argv[2]
+def w(p, text):
+    p = os.path.join(root, p.lstrip("/"))
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, "w") as f:
+        f.write(text)
+w("/proc/sys/kernel/osrelease", kver + "\n")
+rec = json.load(open(os.path.join(root, "etc/gpufabric/vendor_nfs.json")))["kernels"].get(kver, {})
+for name, m in rec.get("modules", {}).items():
+    w("/sys/module/%s/srcversion" % name, ("INTREE0000000000000000" if mode == "intree" else m["srcversion"]) + "\n")
+if mode != "intree":
+    w("/sys/module/sunrpc/parameters/nfs_bundle_version", "4.0.35-gf1\n")
+else:
+    p = os.path.join(root, "sys/module/sunrpc/parameters/nfs_bundle_version")
+    if os.path.exists(p):
+        os.unlink(p)
+os.makedirs(os.path.join(root, "sys/module/nvidia_fs"), exist_ok=True)
+w("/proc/driver/nvidia-fs/modules", "rpcrdma: 4.0.35-gf1\n" if mode != "intree" else "")
+bid = os.path.join(root, "var/lib/gpufabric-sim/fake-boot-id")
+n = int(open(bid).read()) + 1 if os.path.exists(bid) else 1
+w("/var/lib/gpufabric-sim/fake-boot-id", "%d\n" % n)
+'''
+
+
+class Podman(object):
+    """Stand-in for podman that writes a package of synthetic modules for the target kernel into /out."""
+
+    def __call__(self, argv, env=None):
+        if argv[1] == "run":
+            out = [a.split(":")[0] for a in argv if a.endswith(":/out:rw")][0]
+            os.makedirs(os.path.join(out, "dist"))
+            base = "/lib/modules/%s/updates/bundle/" % TARGET
+            vf.make_deb(os.path.join(out, "dist", "vastnfs-modules_1_amd64.deb"), {
+                base + "sunrpc.ko": vf.make_module_elf("sunrpc", TARGET + " SMP", srcversion="5A1B2C3D4E5F60718293A4B",
+                                                       params=["nfs_bundle_version"]),
+                base + "rpcrdma.ko": vf.make_module_elf("rpcrdma", TARGET + " SMP", srcversion="RDMA0123456789ABCDEF012",
+                                                        exports=["rpcrdma_register_nvfs_dma_ops"]),
+            })
+            return 0, "", ""
+        return 0, "", ""
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("ku") / "fleet")
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "tests", "lab"))
+    p = subprocess.run([VENV_PY, "-m", "gpufabric_sim", "create", "--fleet", d, "--nodes", "1",
+                        "--base-port", "42310"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    if p.returncode != 0:
+        pytest.skip("simulated node could not be created: %s" % p.stderr[-1500:])
+    try:
+        yield d
+    finally:
+        subprocess.run([VENV_PY, "-m", "gpufabric_sim", "destroy", "--fleet", d], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@pytest.fixture(scope="module")
+def prebuilt(fleet):
+    from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+    src, digest = vf.make_source_tarball(fleet)
+    cache = os.path.join(fleet, "vendor-cache")
+    kb.build(Podman(), {"podman": "podman"}, src, digest, TARGET, "4.0.35-gf1", "vastnfs", cache, "img")
+    with open(os.path.join(fleet, "boot.py"), "w") as f:
+        f.write(BOOT_SCRIPT)
+    return {"src": src, "sha256": digest, "cache": cache}
+
+
+def node_root(fleet):
+    import yaml
+    with open(os.path.join(fleet, "inventory.yml")) as f:
+        inv = yaml.safe_load(f)
+    hosts = inv["all"]["children"]["gpufabric_sim"]["hosts"]
+    name = sorted(hosts)[0]
+    return name, hosts[name]["gpufabric_sim_root"]
+
+
+def reset_node(root):
+    for p in ("etc/gpufabric/upgrade.json", "etc/gpufabric/vendor_nfs.json"):
+        if os.path.exists(os.path.join(root, p)):
+            os.unlink(os.path.join(root, p))
+    shutil.rmtree(os.path.join(root, "lib", "modules", TARGET), ignore_errors=True)
+    for m in ("sunrpc", "rpcrdma", "nvidia_fs"):
+        shutil.rmtree(os.path.join(root, "sys", "module", m), ignore_errors=True)
+    with open(os.path.join(root, "proc", "sys", "kernel", "osrelease"), "w") as f:
+        f.write("6.1.0-50-amd64\n")
+
+
+def run_playbook(fleet, prebuilt, api, boot_mode="vendor", extra=None):
+    name, _root = node_root(fleet)
+    kubeconfig = api.write_kubeconfig(os.path.join(fleet, "kubeconfig"))
+    local_inv = os.path.join(fleet, "local.yml")
+    with open(local_inv, "w") as f:
+        json.dump({"all": {"hosts": {"localhost": {"ansible_connection": "local",
+                                                    "ansible_python_interpreter": VENV_PY}}}}, f)
+    ev = {
+        "gpufabric_hosts": name, "kernel_upgrade_kernel_release": TARGET, "kernel_upgrade_k8s": True,
+        "kernel_upgrade_kubeconfig": kubeconfig, "kernel_upgrade_install_kernel_package": False,
+        "kernel_upgrade_recheck_roles": [], "kernel_upgrade_drain_timeout": 20, "kernel_upgrade_drain_poll": 1,
+        "vendor_nfs_client_src": prebuilt["src"], "vendor_nfs_client_sha256": prebuilt["sha256"],
+        "vendor_nfs_client_version": "4.0.35-gf1", "vendor_nfs_client_cache_dir": prebuilt["cache"],
+        "vendor_nfs_client_builder_create": False,
+        "gpufabric_reboot_command": "python3 %s %s %s" % (os.path.join(fleet, "boot.py"), TARGET, boot_mode),
+        "gpufabric_boot_time_command": "cat \"$GPUFABRIC_SYSROOT/var/lib/gpufabric-sim/fake-boot-id\" 2>/dev/null "
+                                       "|| echo 0",
+        "kernel_upgrade_reboot_timeout": 120,
+    }
+    ev.update(extra or {})
+    evf = os.path.join(fleet, "ev.json")
+    with open(evf, "w") as f:
+        json.dump(ev, f)
+    env = dict(os.environ)
+    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".build"), ANSIBLE_HOST_KEY_CHECKING="False",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="False", ANSIBLE_PIPELINING="True",
+               K8S_AUTH_KUBECONFIG=kubeconfig)
+    p = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i",
+                        os.path.join(fleet, "inventory.yml"), "-i", local_inv, PLAYBOOK, "-e", "@" + evf],
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                       timeout=900)
+    return p.returncode, p.stdout
+
+
+def node_patches(api, name):
+    return [r["body"] for r in api.mutations() if r["method"] == "PATCH" and r["path"] == "/api/v1/nodes/" + name]
+
+
+def evictions(api):
+    return [r["path"] for r in api.mutations() if r["path"].endswith("/eviction")]
+
+
+def record(root):
+    with open(os.path.join(root, "etc", "gpufabric", "upgrade.json")) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("initially_cordoned,label", [(False, None), (True, "false")])
+def test_upgrade_success(fleet, prebuilt, initially_cordoned, label):
+    name, root = node_root(fleet)
+    reset_node(root)
+    labels = {SKIP: label} if label is not None else {}
+    api = FakeK8s(nodes={name: {"unschedulable": initially_cordoned, "labels": labels}},
+                  pods=[("default", "train-0", name), ("other", "infer-0", "elsewhere")]).start()
+    try:
+        rc, out = run_playbook(fleet, prebuilt, api)
+        assert rc == 0, out[-6000:]
+        patches = node_patches(api, name)
+        assert patches[0]["metadata"]["labels"] == {SKIP: "true"}
+        # k8s_drain only patches a node that is not cordoned yet.
+        assert ({"spec": {"unschedulable": True}} in patches) is not initially_cordoned
+        assert evictions(api) == ["/api/v1/namespaces/default/pods/train-0/eviction"]
+        uncordons = [b for b in patches if b == {"spec": {"unschedulable": False}}]
+        final = api.node(name)
+        if initially_cordoned:
+            assert uncordons == []
+            assert final["spec"].get("unschedulable") is True
+        else:
+            assert len(uncordons) == 1
+            assert patches.index(uncordons[0]) == len(patches) - 1
+            assert not final["spec"].get("unschedulable")
+        assert final["metadata"]["labels"].get(SKIP) == label
+        rec = record(root)
+        assert rec["phase"] == "done" and rec["initially_cordoned"] is initially_cordoned
+        with open(os.path.join(root, "proc", "sys", "kernel", "osrelease")) as f:
+            assert f.read().strip() == TARGET
+        assert os.path.exists(os.path.join(root, "lib", "modules", TARGET, "updates", "bundle", "rpcrdma.ko"))
+        with open(os.path.join(root, "lib", "modules", TARGET, "modules.dep")) as f:
+            assert "updates/bundle/rpcrdma.ko:" in f.read()
+    finally:
+        api.stop()
+
+
+def test_drain_failure_stays_cordoned_then_resumes(fleet, prebuilt):
+    name, root = node_root(fleet)
+    reset_node(root)
+    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[("default", "train-0", name)],
+                  fail_evictions=True).start()
+    try:
+        rc, out = run_playbook(fleet, prebuilt, api)
+        assert rc != 0
+        assert "drain the node" in out and "stays cordoned" in out
+        assert api.node(name)["spec"]["unschedulable"] is True
+        assert {"spec": {"unschedulable": False}} not in node_patches(api, name)
+        rec = record(root)
+        assert rec["phase"] == "failed" and "drain" in rec["failed_task"]
+        assert rec["initially_cordoned"] is False
+        with open(os.path.join(root, "proc", "sys", "kernel", "osrelease")) as f:
+            assert f.read().strip() != TARGET
+        # Resume: the node is cordoned now (by us), the record keeps "not cordoned before", so it is uncordoned.
+        api.fail_evictions = False
+        rc, out = run_playbook(fleet, prebuilt, api)
+        assert rc == 0, out[-6000:]
+        assert record(root)["phase"] == "done"
+        assert not api.node(name)["spec"].get("unschedulable")
+    finally:
+        api.stop()
+
+
+def test_intree_boot_fails_proof_and_stays_cordoned(fleet, prebuilt):
+    name, root = node_root(fleet)
+    reset_node(root)
+    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[]).start()
+    try:
+        rc, out = run_playbook(fleet, prebuilt, api, boot_mode="intree")
+        assert rc != 0
+        assert "in-tree NFS stack is running" in out
+        assert api.node(name)["spec"]["unschedulable"] is True
+        assert {"spec": {"unschedulable": False}} not in node_patches(api, name)
+        rec = record(root)
+        assert rec["phase"] == "failed" and "Proof" in rec["failed_task"]
+    finally:
+        api.stop()
+
+
+def test_gate_refuses_reboot_without_client(fleet, prebuilt):
+    name, root = node_root(fleet)
+    reset_node(root)
+    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[]).start()
+    try:
+        rc, out = run_playbook(fleet, prebuilt, api, extra={"vendor_nfs_client_install": False})
+        assert rc != 0
+        assert "no verified vendor NFS client is recorded" in out
+        with open(os.path.join(root, "proc", "sys", "kernel", "osrelease")) as f:
+            assert f.read().strip() != TARGET, "rebooted although the gate failed"
+        assert api.node(name)["spec"]["unschedulable"] is True
+    finally:
+        api.stop()
