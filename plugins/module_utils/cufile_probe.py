@@ -314,7 +314,8 @@ class Probe(object):
         if not hasattr(self.cf, "cuFileGetParameterBool"):
             return None
         out = {}
-        for key, pid in (("allow_compat_mode", PARAM_ALLOW_COMPAT_MODE), ("force_compat_mode", PARAM_FORCE_COMPAT_MODE)):
+        for key, pid in (("allow_compat_mode", PARAM_ALLOW_COMPAT_MODE),
+                         ("force_compat_mode", PARAM_FORCE_COMPAT_MODE)):
             val = ctypes.c_bool(False)
             st = self.cf.cuFileGetParameterBool(pid, ctypes.byref(val))
             out[key] = bool(val.value) if st.err == 0 else None
@@ -432,7 +433,8 @@ def _transfer(probe, report, directory, size, keep, seed):
         descr = CUfileDescr()
         descr.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD
         descr.handle.fd = fd
-        reg = probe.cufile_status("cuFileHandleRegister", cf.cuFileHandleRegister(ctypes.byref(fh), ctypes.byref(descr)))
+        reg = probe.cufile_status("cuFileHandleRegister",
+                                  cf.cuFileHandleRegister(ctypes.byref(fh), ctypes.byref(descr)))
         report["handle_register"] = reg
         if reg["err"]:
             report["error"] = "cuFileHandleRegister failed: %s" % reg["name"]

@@ -323,7 +323,8 @@ def validate(path_real, size_mib, gpu):
     if not isinstance(size_mib, int) or size_mib < 1:
         raise GdsError("size_mib must be at least 1 (nvidia-fs counts MiB: a smaller transfer cannot move them)")
     if size_mib > MAX_SIZE_MIB:
-        raise GdsError("size_mib %d is too large (at most %d MiB for a verification transfer)" % (size_mib, MAX_SIZE_MIB))
+        raise GdsError("size_mib %d is too large (at most %d MiB for a verification transfer)"
+                       % (size_mib, MAX_SIZE_MIB))
     if gpu < 0:
         raise GdsError("gpu must be a GPU index (0 or more)")
     if not os.path.isdir(path_real):
@@ -413,8 +414,8 @@ def _vendor_checks(sr, run, modinfo, nfs_rdma):
     if not sr.isdir("/sys/module/rpcrdma"):
         out.append(_pc("vendor_client_srcversion", False, "rpcrdma is not loaded (no NFS over RDMA mount is active)"))
     elif live is None:
-        out.append(_pc("vendor_client_srcversion", False, "the loaded rpcrdma has no srcversion (built into the kernel): "
-                       "not the vendor's module"))
+        out.append(_pc("vendor_client_srcversion", False, "the loaded rpcrdma has no srcversion (built into the "
+                       "kernel): not the vendor's module"))
     elif modinfo is None or run is None:
         out.append(_pc("vendor_client_srcversion", True, "rpcrdma is loaded (srcversion %s); modinfo is not available, "
                        "so it is not compared with the installed file" % live, live))
@@ -428,8 +429,8 @@ def _vendor_checks(sr, run, modinfo, nfs_rdma):
             out.append(_pc("vendor_client_srcversion", True, "the loaded rpcrdma is the installed file (srcversion %s)"
                            % live, live))
         else:
-            out.append(_pc("vendor_client_srcversion", False, "the loaded rpcrdma has srcversion %s, the installed file "
-                           "%s: the module in memory is not the one installed (reboot pending, or in-tree module "
+            out.append(_pc("vendor_client_srcversion", False, "the loaded rpcrdma has srcversion %s, the installed "
+                           "file %s: the module in memory is not the one installed (reboot pending, or in-tree module "
                            "loaded)" % (live, want), live))
     return out
 

@@ -213,7 +213,8 @@ def modinfo_runner(srcversion="ABCDEF0123456789ABCDEF0", rc=0):
 
     def run(argv, env=None):
         calls.append(argv)
-        return rc, (srcversion + "\n") if srcversion else "", "" if rc == 0 else "modinfo: ERROR: Module rpcrdma not found."
+        err = "" if rc == 0 else "modinfo: ERROR: Module rpcrdma not found."
+        return rc, (srcversion + "\n") if srcversion else "", err
     run.calls = calls
     return run
 

@@ -222,3 +222,53 @@ def test_record_compat_on_opens_driver_without_nvidia_fs():
         active, reasons, _w, _c = nvfs.verdict(runs[(compat, "transfer")], None, None,
                                                nvfs.expected_movement(16 << 20), False)
         assert active is False and reasons
+
+
+# ------------------------------------------------------------------------------------------------ the gds role
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+ROLE_PLAY = """
+- hosts: localhost
+  gather_facts: false
+  roles:
+    - role: gpufabric.node.gds
+      vars:
+        gds_profile: %(profile)s
+        gds_cufile_properties: {rdma_dev_addr_list: ["10.100.0.1"]}
+        gds_cufile_sections: {logging: {level: ERROR}, properties: {max_direct_io_size_kb: 16384}}
+        gds_nvfs_module_options: %(opts)s
+        gds_verify: false
+"""
+
+
+def play_role(tmp_path, root, profile, opts):
+    import subprocess
+    play = str(tmp_path / "play.yml")
+    with open(play, "w") as f:
+        f.write(ROLE_PLAY % {"profile": profile, "opts": json.dumps(opts)})
+    env = dict(os.environ, GPUFABRIC_SYSROOT=root, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".build"),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="default")
+    exe = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    p = subprocess.run([exe, "-c", "local", "-i", "localhost,", "-e", "ansible_python_interpreter=" + sys.executable,
+                        play], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = p.stdout.decode("utf-8", "replace")
+    assert p.returncode == 0, out
+    return out
+
+
+def test_role_cufile_policy_and_modprobe(tmp_path):
+    root = str(tmp_path / "root")
+    os.makedirs(os.path.join(root, "etc", "modprobe.d"))
+    put(root, "/etc/cufile.json", "{\n  // NVIDIA sample comment\n  \"properties\": {\"allow_compat_mode\": false}\n}\n")
+    out = play_role(tmp_path, root, "production", {"rw_stats_enabled": 1, "peer_stats_enabled": True})
+    assert "changed=2" in out
+    cfg = json.loads(read(root, "/etc/cufile.json"))          # clean JSON, comments gone
+    assert cfg == {"logging": {"level": "ERROR"}, "properties": {"allow_compat_mode": True,
+                                                                 "max_direct_io_size_kb": 16384,
+                                                                 "rdma_dev_addr_list": ["10.100.0.1"]}}
+    assert read(root, "/etc/modprobe.d/nvidia-fs.conf").splitlines()[-1] == \
+        "options nvidia_fs peer_stats_enabled=1 rw_stats_enabled=1"
+    assert "changed=0" in play_role(tmp_path, root, "production", {"rw_stats_enabled": 1, "peer_stats_enabled": True})
+    play_role(tmp_path, root, "test", {})
+    assert json.loads(read(root, "/etc/cufile.json"))["properties"]["allow_compat_mode"] is False
+    assert not os.path.exists(os.path.join(root, "etc/modprobe.d/nvidia-fs.conf"))
