@@ -21,6 +21,7 @@ description:
   - On mlx5 the port trusts DSCP as soon as it has a DSCP APP entry (the driver then lists all 64 DSCP entries,
     priority = DSCP >> 3 by default); C(dcb apptrust) is not supported by that driver. Where the driver supports
     C(dcb apptrust) (iproute2 6.2 or later), the module also sets the trust order.
+  - The module records the requested state in the C(dcb) section of C(/etc/gpufabric/state.json).
   - The DCB state is runtime state, lost at reboot and driver reload; the boot-time applier re-applies it with the
     same code.
 author:
@@ -130,6 +131,11 @@ changed:
   description: Whether any dcb command was run (or, in check mode, would be run).
   returned: always
   type: bool
+state_file:
+  description: The collection's desired-state store whose C(dcb) section the boot-time applier re-applies.
+  returned: always
+  type: str
+  sample: /etc/gpufabric/state.json
 commands:
   description: Every dcb command run (or that check mode would run), as argument lists.
   returned: always
@@ -191,6 +197,7 @@ dcb_version:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils import dcb
+from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 
@@ -241,12 +248,25 @@ def main():
     except dcb.DcbError as e:
         module.fail_json(msg="DCB configuration failed: %s" % e)
 
-    out = dict(changed=res["changed"], rails=res["rails"], drift=res["drift"],
-               commands=res["commands"], dcb_version=res["dcb_version"])
+    # the boot-time applier re-applies what is recorded here (DCB is lost at reboot and driver reload)
+    section = dict(desired, rails=p["rails"])
+    try:
+        st_changed, st_before, st_after = state_store.plan_record(sysroot, "dcb", section)
+        state_store.record(sysroot, "dcb", section, module.check_mode)
+    except (ValueError, OSError, IOError) as e:
+        module.fail_json(msg="recording the DCB state for the boot-time applier failed: %s" % e)
+    drift = list(res["drift"])
+    if st_changed:
+        drift.append({"concern": "dcb", "object": state_store.STATE_FILE, "key": "dcb",
+                      "current": "differs" if st_before else "missing", "desired": "recorded"})
+    out = dict(changed=res["changed"] or st_changed, rails=res["rails"], drift=drift,
+               commands=res["commands"], dcb_version=res["dcb_version"], state_file=state_store.STATE_FILE)
     if module._diff:
-        out["diff"] = dict(before=dcb.diff_text(res["rails"], "before"),
-                           after=dcb.diff_text(res["rails"], "after"),
-                           before_header="dcb (runtime)", after_header="dcb (runtime)")
+        out["diff"] = [dict(before=dcb.diff_text(res["rails"], "before"),
+                            after=dcb.diff_text(res["rails"], "after"),
+                            before_header="dcb (runtime)", after_header="dcb (runtime)"),
+                       dict(before=st_before, after=st_after, before_header=state_store.STATE_FILE,
+                            after_header=state_store.STATE_FILE)]
     module.exit_json(**out)
 
 

@@ -2,6 +2,7 @@
 """dcb_qos main() against the dcb emulator through a generated `dcb` wrapper on PATH."""
 from __future__ import absolute_import, division, print_function
 
+import json
 import os
 import stat
 import sys
@@ -63,7 +64,11 @@ def test_apply_then_idempotent(node, monkeypatch, version):
         ["dcb", "app", "add", "dev", "ens2np0", "dscp-prio", "26:3"],
         ["dcb", "pfc", "set", "dev", "ens2np0", "prio-pfc", "all:off", "3:on"]]
     keys = [(d["object"], d["key"]) for d in res["drift"]]
-    assert keys == [(r, k) for r in RAILS for k in ("trust", "dscp_prio:26", "pfc")]
+    assert keys == [(r, k) for r in RAILS for k in ("trust", "dscp_prio:26", "pfc")] + [
+        ("/etc/gpufabric/state.json", "dcb")]
+    with open(os.path.join(root, "etc/gpufabric/state.json")) as f:
+        recorded = json.load(f)["dcb"]
+    assert recorded["rails"] == RAILS and recorded["pfc_priorities"] == [3]
     assert res["rails"][0]["after"] == {"trust": "dscp", "dscp_prio": {"26": 3}, "dscp_entries": 64, "pfc": [3]}
     for r in RAILS:
         assert dcb_emu.state(root, r)["trust"] == "dscp"
@@ -79,8 +84,9 @@ def test_check_mode_and_diff(node, monkeypatch):
     root = node()
     res = run_module(dcb_qos, {"rails": RAILS}, check_mode=True, diff=True, monkeypatch=monkeypatch)
     assert res["changed"] and len(res["commands"]) == 4
-    assert "ens1np0 trust=pcp pfc=none dscp26->None" in res["diff"]["before"]
-    assert "ens1np0 trust=dscp pfc=3 dscp26->3" in res["diff"]["after"]
+    assert "ens1np0 trust=pcp pfc=none dscp26->None" in res["diff"][0]["before"]
+    assert "ens1np0 trust=dscp pfc=3 dscp26->3" in res["diff"][0]["after"]
+    assert not os.path.exists(os.path.join(root, "etc/gpufabric/state.json"))
     for r in RAILS:
         c = counters(root, r)
         assert c["pfc_set_calls"] == 0 and c["app_set_calls"] == 0
