@@ -1,0 +1,138 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vendor_nfs_build main(): a podman stand-in on PATH records its argv and writes a package of synthetic modules;
+the real dpkg-deb/modinfo/nm/depmod of the host read and install it into a tmp sysroot."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import stat
+import sys
+
+import pytest
+
+from ansible_collections.gpufabric.node.plugins.modules import vendor_nfs_build
+from modrunner import run_module
+
+FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "vendor_nfs"))
+sys.path.insert(0, FIXTURES)
+import vendor_fixture as vf  # noqa: E402 pylint: disable=wrong-import-position
+
+KVER = "6.1.0-50-amd64"
+
+FAKE_PODMAN = r'''#!%(python)s
+import json, os, sys
+sys.path.insert(0, %(fixtures)r)
+import vendor_fixture as vf
+with open(%(log)r, "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\n")
+args = sys.argv[1:]
+if args[:2] == ["image", "exists"]:
+    sys.exit(0 if os.environ.get("FAKE_PODMAN_IMAGE", "1") == "1" else 1)
+if args[0] == "run":
+    out = [a.split(":")[0] for a in args if a.endswith(":/out:rw")][0]
+    kver = [a.split("=", 1)[1] for a in args if a.startswith("KVER=")][0]
+    base = "/lib/modules/%%s/updates/bundle/" %% kver
+    os.makedirs(os.path.join(out, "dist"))
+    vf.make_deb(os.path.join(out, "dist", "vastnfs-modules_1_amd64.deb"), {
+        base + "sunrpc.ko": vf.make_module_elf("sunrpc", kver + " SMP", srcversion="S1", params=["nfs_bundle_version"]),
+        base + "rpcrdma.ko": vf.make_module_elf("rpcrdma", kver + " SMP", srcversion="R1",
+                                                exports=["rpcrdma_register_nvfs_dma_ops"]),
+    })
+    sys.exit(0)
+sys.exit(2)
+'''
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "podman.log"
+    p = bindir / "podman"
+    p.write_text(FAKE_PODMAN % {"python": sys.executable, "fixtures": FIXTURES, "log": str(log)})
+    p.chmod(p.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ.get("PATH", "/usr/bin:/bin")))
+    root = tmp_path / "root"
+    (root / "lib" / "modules" / KVER / "kernel").mkdir(parents=True)
+    monkeypatch.setenv("GPUFABRIC_SYSROOT", str(root))
+    src, digest = vf.make_source_tarball(str(tmp_path))
+    args = {"src": src, "sha256": digest, "version": "4.0.35", "kernel_release": KVER,
+            "cache_dir": str(tmp_path / "cache"), "builder_create": False}
+
+    def calls():
+        if not log.exists():
+            return []
+        return [json.loads(x) for x in log.read_text().splitlines()]
+    return {"args": args, "calls": calls, "root": root, "digest": digest, "tmp": tmp_path}
+
+
+@pytest.mark.parametrize("override,needle", [
+    ({"sha256": "xyz"}, "sha256 must be 64 hexadecimal characters"),
+    ({"sha256": "0" * 64}, "refusing to build it"),
+    ({"kernel_release": "../../etc"}, "does not look like a kernel release"),
+    ({"version": "1 0"}, "version"),
+    ({"profile": "nope"}, "value of profile must be one of"),
+    ({"signing_key": "/nonexistent.key"}, "parameters are required together"),
+])
+def test_bad_input_fails_before_podman(env, monkeypatch, override, needle):
+    res = run_module(vendor_nfs_build, dict(env["args"], **override), monkeypatch=monkeypatch)
+    assert res["failed"] and needle in res["msg"], res["msg"]
+    assert env["calls"]() == []
+
+
+def test_missing_builder_image_without_create(env, monkeypatch):
+    monkeypatch.setenv("FAKE_PODMAN_IMAGE", "0")
+    res = run_module(vendor_nfs_build, env["args"], monkeypatch=monkeypatch)
+    assert res["failed"] and "builder_create is false" in res["msg"]
+    assert [c[0] for c in env["calls"]()] == ["image"]
+
+
+def test_check_mode_builds_nothing(env, monkeypatch):
+    res = run_module(vendor_nfs_build, env["args"], check_mode=True, monkeypatch=monkeypatch)
+    assert res["changed"] and not res["built"] and "would build" in res["msg"]
+    assert env["calls"]() == []
+
+
+def test_build_cache_install_idempotent(env, monkeypatch):
+    args = dict(env["args"], install=True)
+    first = run_module(vendor_nfs_build, args, monkeypatch=monkeypatch)
+    assert not first.get("failed"), first.get("msg")
+    assert first["changed"] and first["built"] and not first["cache_hit"]
+    runs = [c for c in env["calls"]() if c[0] == "run"]
+    assert len(runs) == 1
+    assert "--network" in runs[0] and runs[0][runs[0].index("--network") + 1] == "none"
+    assert "--privileged" not in runs[0]
+    assert first["collisions"] == [["vastnfs-4.0.35-gf1/Makefile", "vastnfs-4.0.35-gf1/makefile"]]
+    assert first["install"]["method"] == "copy"
+    assert sorted(d["object"] for d in first["drift"]) == ["%s/rpcrdma" % KVER, "%s/sunrpc" % KVER]
+    bundle = env["root"] / "lib" / "modules" / KVER / "updates" / "bundle"
+    assert sorted(os.listdir(str(bundle))) == ["rpcrdma.ko", "sunrpc.ko"]
+    assert "updates/bundle/rpcrdma.ko" in (env["root"] / "lib" / "modules" / KVER / "modules.dep").read_text()
+    rec = json.loads((env["root"] / "etc" / "gpufabric" / "vendor_nfs.json").read_text())
+    assert rec["kernels"][KVER]["version"] == "4.0.35"
+
+    second = run_module(vendor_nfs_build, args, monkeypatch=monkeypatch)
+    assert not second.get("failed"), second.get("msg")
+    assert not second["changed"] and second["cache_hit"] and not second["built"]
+    assert second["install"]["actions"] == [] and second["drift"] == []
+    assert len([c for c in env["calls"]() if c[0] == "run"]) == 1
+
+    # A module replaced behind our back is drift and is repaired.
+    (bundle / "sunrpc.ko").write_bytes(b"in-tree")
+    third = run_module(vendor_nfs_build, args, check_mode=True, monkeypatch=monkeypatch)
+    assert third["changed"] and [d["object"] for d in third["drift"]] == ["%s/sunrpc" % KVER]
+    assert (bundle / "sunrpc.ko").read_bytes() == b"in-tree"
+    fourth = run_module(vendor_nfs_build, args, monkeypatch=monkeypatch)
+    assert fourth["changed"] and (bundle / "sunrpc.ko").read_bytes() != b"in-tree"
+
+
+def test_url_source_file_scheme(env, monkeypatch):
+    args = dict(env["args"], src="file://" + env["args"]["src"])
+    res = run_module(vendor_nfs_build, args, monkeypatch=monkeypatch)
+    assert not res.get("failed"), res.get("msg")
+    assert res["built"]

@@ -1,0 +1,103 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vendor_nfs_proof main() against a tmp sysroot with an installed (synthetic) vendor client."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import sys
+
+import pytest
+
+from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.modules import vendor_nfs_proof
+from modrunner import run_module
+
+FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "vendor_nfs"))
+sys.path.insert(0, FIXTURES)
+import vendor_fixture as vf  # noqa: E402 pylint: disable=wrong-import-position
+
+KVER = "6.1.0-56-amd64"
+BASE = "/lib/modules/%s/updates/bundle/" % KVER
+
+
+def fake_podman(argv, env=None):
+    if argv[1] == "run":
+        out = [a.split(":")[0] for a in argv if a.endswith(":/out:rw")][0]
+        os.makedirs(os.path.join(out, "dist"))
+        vf.make_deb(os.path.join(out, "dist", "p.deb"), {
+            BASE + "sunrpc.ko": vf.make_module_elf("sunrpc", KVER + " SMP", srcversion="S1"),
+            BASE + "rpcrdma.ko": vf.make_module_elf("rpcrdma", KVER + " SMP", srcversion="R1",
+                                                    exports=[kb.NVFS_SYMBOL])})
+    return 0, "", ""
+
+
+def fake_depmod(root):
+    def run(argv, env=None):
+        with open(os.path.join(root, "lib", "modules", argv[-1], "modules.dep"), "w") as f:
+            f.write("updates/bundle/sunrpc.ko:\nupdates/bundle/rpcrdma.ko:\n")
+        return 0, "", ""
+    return run
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    src, digest = vf.make_source_tarball(str(tmp_path))
+    cache = str(tmp_path / "cache")
+    man = kb.build(fake_podman, {"podman": "podman"}, src, digest, KVER, "4.0.35", "vastnfs", cache, "img")
+    root = tmp_path / "root"
+    (root / "lib" / "modules" / KVER).mkdir(parents=True)
+    sysroot = Sysroot(str(root))
+    kb.install(fake_depmod(str(root)), {"depmod": "depmod"}, sysroot, cache, man)
+    monkeypatch.setenv("GPUFABRIC_SYSROOT", str(root))
+    return sysroot
+
+
+def booted(sysroot, kver=KVER, sunrpc="S1", param=True, nvfs=None):
+    sysroot.write_file_atomic("/proc/sys/kernel/osrelease", kver + "\n")
+    sysroot.write_file_atomic("/sys/module/sunrpc/srcversion", sunrpc + "\n")
+    if param:
+        sysroot.write_file_atomic("/sys/module/sunrpc/parameters/nfs_bundle_version", "4.0.35\n")
+    if nvfs is not None:
+        sysroot.makedirs("/sys/module/nvidia_fs")
+        sysroot.write_file_atomic("/proc/driver/nvidia-fs/modules", nvfs)
+
+
+@pytest.mark.parametrize("args,boot,proven,needle", [
+    ({"stage": "installed"}, None, True, None),
+    ({"stage": "installed", "version": "4.0.35"}, None, True, None),
+    ({"stage": "installed", "version": "5.0"}, None, False, "expected 5.0"),
+    ({"stage": "installed", "kernel_release": "6.1.0-57-amd64"}, None, False, "no verified vendor NFS client"),
+    ({"stage": "running"}, {}, True, None),
+    ({"stage": "running"}, {"kver": "6.1.0-50-amd64"}, False, "running kernel is 6.1.0-50-amd64"),
+    ({"stage": "running"}, {"sunrpc": "OTHER"}, False, "in-tree NFS stack is running"),
+    ({"stage": "running"}, {"param": False}, False, "nfs_bundle_version is missing"),
+    ({"stage": "running"}, {"nvfs": "nvme: 1\n"}, False, "does not list rpcrdma"),
+    ({"stage": "running"}, {"nvfs": "rpcrdma: 4.0.35\n"}, True, None),
+    ({"stage": "running", "require_loaded": ["sunrpc", "rpcrdma"]}, {}, False, "rpcrdma is not loaded"),
+])
+@pytest.mark.parametrize("fail_on_problems", [True, False])
+def test_proof(node, monkeypatch, args, boot, proven, needle, fail_on_problems):
+    if boot is not None:
+        booted(node, **boot)
+    full = dict({"kernel_release": KVER, "fail_on_problems": fail_on_problems}, **args)
+    res = run_module(vendor_nfs_proof, full, check_mode=True, monkeypatch=monkeypatch)
+    assert res["changed"] is False
+    assert res["proven"] is proven
+    assert bool(res.get("failed")) is (fail_on_problems and not proven)
+    if needle:
+        assert any(needle in p for p in res["problems"]), res["problems"]
+        if fail_on_problems:
+            assert needle in res["msg"]
+        assert res["drift"] and res["drift"][0]["concern"] == "vendor_nfs"
+    else:
+        assert res["problems"] == [] and res["drift"] == []
+
+
+def test_bad_kernel_release(node, monkeypatch):
+    res = run_module(vendor_nfs_proof, {"stage": "running", "kernel_release": "x"}, monkeypatch=monkeypatch)
+    assert res["failed"] and "does not look like a kernel release" in res["msg"]
