@@ -305,7 +305,7 @@ h2{margin:0 0 10px;font-size:19px}h3{font-size:15px;margin:16px 0 6px}
 .st-error,.st-unreachable{background:#fde2e2;color:#a31515}
 .cards{display:flex;gap:14px;flex-wrap:wrap;margin-bottom:18px}
 .card{background:#fff;border-radius:10px;padding:12px 16px;box-shadow:0 1px 3px rgba(0,0,0,.12);min-width:150px}
-.card b{display:block;font-size:22px}.card span{font-size:12px;color:#5b6875}
+.card b{display:block;font-size:22px}.card b.bad{color:#a31515}.card b.good{color:#1b5e20}.card span{font-size:12px;color:#5b6875}
 table{border-collapse:collapse;font-size:13px;margin:4px 0 8px}
 th,td{border-bottom:1px solid #e3e7eb;padding:4px 10px;text-align:left;vertical-align:top}
 th{background:#eef1f4;font-weight:600}
