@@ -3,12 +3,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Run gds_verify's logic on a real GPU host and record what it reports (run there, not in CI).
 
-    python3 tests/device/gds_device_check.py OUT_JSON [TEST_DIR]
+    python3 tests/device/gds_device_check.py OUT_JSON [TEST_DIR [EXTRA_DIR...]]
 
 Lays the repository out as ``ansible_collections/gpufabric/node`` in a temp dir (a symlink), runs
 ``nvfs.verify`` against TEST_DIR with the shipped cuFile program (compat mode off), then runs the program on its
 own with compat mode ON and OFF (driver open only, and a full transfer) so the record shows what
-cuFileDriverOpen returns in both cases. It copies the host files the verdict reads (NVIDIA driver version,
+cuFileDriverOpen returns in both cases; each EXTRA_DIR (a tmpfs, say, which cuFile's file system probe treats
+differently from a virtio disk) gets the two full transfers too. It copies the host files the verdict reads (NVIDIA driver version,
 IOMMU group types, mountinfo, nvidia-fs proc files when present) so the unit test
 ``tests/unit/plugins/modules/test_gds_verify.py`` can replay the record without a GPU.
 """
@@ -127,13 +128,20 @@ def main(argv):
     record["verify_runs"] = runs
     record["probe_runs"] = [run_probe(run, sys.executable, test_dir, c, m)
                             for c in (True, False) for m in ("open", "transfer")]
+    record["probe_runs_extra"] = []
+    for extra in argv[3:]:
+        for c in (True, False):
+            r = run_probe(run, sys.executable, extra, c, "transfer")
+            r["dir"] = extra
+            record["probe_runs_extra"].append(r)
     with open(out_path, "w") as f:
         json.dump(record, f, indent=2, sort_keys=True)
         f.write("\n")
     summary = {"gds_active": res["gds_active"], "reasons": res["reasons"], "warnings": res["warnings"],
                "preconditions": [(p["name"], p["status"]) for p in res["preconditions"]],
                "probe": [(r["compat"], r["mode"], (r["report"].get("driver_open") or {}).get("name"),
-                          r["report"].get("data_matched"), r["report"].get("error")) for r in record["probe_runs"]]}
+                          r["report"].get("data_matched"), r["report"].get("error"))
+                         for r in record["probe_runs"] + record["probe_runs_extra"]]}
     print(json.dumps(summary, indent=1))
     return 0
 
