@@ -858,10 +858,19 @@ def create(fleet, specs, base_port=DEFAULT_BASE_PORT, python=None):
         for _name, topo_name in specs:
             if topo_name not in loaded:
                 loaded[topo_name] = topology.load(topo_name)
-        for i, (name, topo_name) in enumerate(specs):
-            node = prepare_node(fleet, python, name, topo_name, i + 1, fid, loaded[topo_name])
-            data["nodes"].append(node)
-            save_fleet(fleet, data)
+        jobs = [(fleet, python, name, topo_name, i + 1, fid, loaded[topo_name])
+                for i, (name, topo_name) in enumerate(specs)]
+        workers = min(len(jobs), os.cpu_count() or 1, 8)
+        if workers > 1:
+            # tree building is file-system bound: one worker per core
+            from concurrent.futures import ProcessPoolExecutor
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                futures = [pool.submit(prepare_node, *job) for job in jobs]
+                nodes = [f.result() for f in futures]
+        else:
+            nodes = [prepare_node(*job) for job in jobs]
+        data["nodes"].extend(nodes)
+        save_fleet(fleet, data)
         t_tree = time.time()
         ip_batch(["netns add %s" % n["ns"] for n in data["nodes"]])
         data["namespaces"].extend(n["ns"] for n in data["nodes"])
