@@ -17,7 +17,7 @@ description:
     counters C(rx_prio{p}_bytes|packets|discards), C(tx_prio{p}_bytes|packets) and, for priorities with PFC
     enabled, C(rx_prio{p}_pause) and C(tx_prio{p}_pause). Given O(previous) (the snapshot of an earlier call), it
     also returns the increase since then, and with O(role) the verdict of each rail for that role.
-  - B(Evaluate mode) (O(plan) and O(deltas)) runs no command: it judges a whole incast test from the deltas of all
+  - B(Evaluate mode) (O(plan) and O(deltas)) runs no command; it judges a whole incast test from the deltas of all
     participants, normally on the controller. Every participant's rail must carry at least O(min_bytes) in
     O(priority) in its data direction (senders tx, receiver and storage client rx), priority 0 must stay within
     O(flat_tolerance_bytes), no other priority may move, the receiver may not discard in the priority, PFC must be
@@ -49,7 +49,7 @@ options:
     description: Evaluate mode. Host name to the C(delta) its snapshot call returned.
     type: dict
   errors:
-    description: Evaluate mode. Host name to C({netdev: message}) for test tools that failed on a rail.
+    description: Evaluate mode. Host name to a mapping of netdev to the message of a test tool that failed on it.
     type: dict
     default: {}
   priority:
@@ -123,7 +123,8 @@ delta:
   returned: when O(previous) is given
   type: dict
 verdict:
-  description: Per rail C({netdev: [{reason, detail}]}) for O(role); an empty list means the rail passed.
+  description: Maps each rail to its failures for O(role), a list of dicts with C(reason) and C(detail); an empty
+    list means the rail passed.
   returned: when O(previous) and O(role) are given
   type: dict
 acceptance:

@@ -21,7 +21,7 @@ description:
     their path, the configured state against the desired one per concern, the GDS verdict with its reasons, the GPU
     kernel module flavour and the Fabric Manager state.
   - What changed since the last report is computed against the previous JSON report of the same name in O(dest).
-  - Meant to run once on the controller (C(delegate_to: localhost), C(run_once: true)); see C(playbooks/report.yml).
+  - Meant to run once on the controller (delegated to localhost, run once); see C(playbooks/report.yml).
   - The drift report of C(drift.yml) is M(gpufabric.node.fabric_report); this module reuses its normalisation.
 author:
   - gpufabric developers (@gpufabric)
