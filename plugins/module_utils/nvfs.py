@@ -386,8 +386,8 @@ def preconditions(sysroot, path, run=None, modinfo=None, storage_module="rpcrdma
                        "loaded)" % (storage_module, MODULES, ", ".join(sorted(mods)) or "none")))
     mode = facts["iommu"]["mode"]
     if mode in ("identity", "off"):
-        out.append(_pc("iommu_mode", True, "the IOMMU is %s" % ("in passthrough (identity) mode" if mode == "identity"
-                                                                  else "off"), mode))
+        what = "in passthrough (identity) mode" if mode == "identity" else "off"
+        out.append(_pc("iommu_mode", True, "the IOMMU is %s" % what, mode))
     else:
         out.append(_pc("iommu_mode", False, "the IOMMU is in %s mode: nvidia-fs rejects transfers (DMA address "
                        "chunks 4096 != GPU physical address chunks) and writes fail with EIO; boot with iommu=pt"
@@ -444,7 +444,7 @@ def _mount_check(sr, path, nfs_rdma):
     proto = mount_proto(m)
     value = {"mountpoint": m["mountpoint"], "fstype": m["fstype"], "source": m["source"], "proto": proto}
     desc = "%s is on %s (%s %s%s)" % (real, m["mountpoint"], m["fstype"], m["source"],
-                                     ", proto=%s" % proto if proto else "")
+                                      ", proto=%s" % proto if proto else "")
     if not nfs_rdma:
         return _pc("mount_proto_rdma", None, desc + "; not an NFS over RDMA check (nfs_rdma=false)", value)
     if m["fstype"] in ("nfs", "nfs4") and proto == "rdma":

@@ -303,8 +303,8 @@ def io(done=SIZE, calls=None, short=False, error=None):
 
 
 def transfer(**kw):
-    t = {"method": "probe", "ok": True, "error": None, "driver_open": {"call": "cuFileDriverOpen", "err": 0,
-                                                                        "name": "CU_FILE_SUCCESS"},
+    opened = {"call": "cuFileDriverOpen", "err": 0, "name": "CU_FILE_SUCCESS"}
+    t = {"method": "probe", "ok": True, "error": None, "driver_open": opened,
          "handle_register": {"err": 0, "name": "CU_FILE_SUCCESS"}, "write": io(), "read": io(),
          "file_check": {"matches": True, "first_mismatch": None, "mismatched_bytes": 0},
          "gpu_check": {"matches": True, "first_mismatch": None, "mismatched_bytes": 0}, "data_matched": True}

@@ -222,6 +222,14 @@ def test_record_compat_on_opens_driver_without_nvidia_fs():
         active, reasons, _w, _c = nvfs.verdict(runs[(compat, "transfer")], None, None,
                                                nvfs.expected_movement(16 << 20), False)
         assert active is False and reasons
+    # with compat allowed the driver opens, but on this microVM (no udev) cuFile cannot describe the volume, so the
+    # file handle is refused on ext4 and on tmpfs alike; with compat off the driver itself is not initialised
+    extra = [(r["dir"], r["compat"], nvfs.parse_probe_output(r["rc"], r["stdout"], r["stderr"]))
+             for r in rec["probe_runs_extra"]]
+    for d, compat, rep in extra + [(rec["test_dir"], c, runs[(c, "transfer")]) for c in (True, False)]:
+        assert rep["driver_open"]["name"] == ("CU_FILE_SUCCESS" if compat else "CU_FILE_DRIVER_NOT_INITIALIZED"), d
+        assert rep["handle_register"]["name"] == ("CU_FILE_HANDLE_NOT_REGISTERED" if compat
+                                                  else "CU_FILE_DRIVER_NOT_INITIALIZED"), d
 
 
 # ------------------------------------------------------------------------------------------------ the gds role
