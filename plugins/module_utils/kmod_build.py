@@ -48,6 +48,8 @@ SIGNATURE_MAGIC = b"~Module signature appended~\n"
 BUILDER_IMAGE = "localhost/gpufabric-kbuild"
 BUILDER_PACKAGES = ["build-essential", "kmod", "ca-certificates", "libssl3"]
 CACHE_FORMAT = 1
+MANIFEST_MODULE_KEYS = ("name", "installed_path", "package", "vermagic", "srcversion", "sha256", "signed", "signer",
+                        "parameters")
 
 # Build profiles: the command run in the unpacked source tree inside the container, and where outputs land.
 PROFILES = {
@@ -828,8 +830,7 @@ def build(run, tools, source, source_sha256, kver, version, profile, cache_dir, 
             "format": CACHE_FORMAT, "key": key, "source_sha256": source_sha256, "profile": profile,
             "kver": kver, "version": version, "image": image, "signed": bool(signing),
             "cert_sha256": cert_fp, "collisions": collisions, "artifacts": artifacts,
-            "modules": [dict((k, m[k]) for k in ("name", "installed_path", "package", "vermagic", "srcversion",
-                                                  "sha256", "signed", "signer", "parameters")) for m in modules],
+            "modules": [dict((k, m[k]) for k in MANIFEST_MODULE_KEYS) for m in modules],
             "rdma_exports_nvfs": True, "built_at": int(time.time()), "build_seconds": round(build_s, 2),
         }
         with open(os.path.join(final, "manifest.json.tmp"), "w") as f:
@@ -1045,8 +1046,8 @@ def prove_installed(sysroot, kver, require_symbol=True, version=None):
         out.update(proven=False, problems=problems)
         return out
     if version and rec.get("version") != version:
-        problems.append("kernel %s has vendor NFS client %s installed, expected %s" % (kver, rec.get("version"),
-                                                                                         version))
+        problems.append("kernel %s has vendor NFS client %s installed, expected %s"
+                        % (kver, rec.get("version"), version))
     dep = modules_dep_paths(sysroot, kver)
     if not dep:
         problems.append("/lib/modules/%s/modules.dep is missing or empty: depmod %s has not run" % (kver, kver))

@@ -133,8 +133,11 @@ attributes:
       installs nothing.
   diff_mode:
     support: none
+    description: No diff is produced; RV(drift) lists the deviations.
   platform:
+    support: full
     platforms: posix
+    description: Linux hosts with podman (build) and kmod (install).
 notes:
   - Needs podman (rootful or rootless) where a build happens; debootstrap and tar to create the builder image.
   - Copy a cache entry and the tarball to a node to install there without building (the cache is hit).
@@ -242,7 +245,7 @@ def make_runner(module):
 def find_tools(module):
     tools = {}
     for name in OPTIONAL_TOOLS:
-        tools[name] = module.get_bin_path(name, opt_dirs=["/usr/sbin", "/sbin"])
+        tools[name] = module.get_bin_path(name)
     tools["podman"] = module.get_bin_path("podman")
     return tools
 
@@ -403,8 +406,8 @@ def main():
     try:
         result = run_module(module)
     except kb.KmodBuildError as e:
-        details = dict((k, v) for k, v in e.details.items() if k in ("rc", "stdout", "stderr", "problems",
-                                                                      "collisions", "actual", "expected"))
+        keep = ("rc", "stdout", "stderr", "problems", "collisions", "actual", "expected")
+        details = dict((k, v) for k, v in e.details.items() if k in keep)
         module.fail_json(msg=str(e), kernel_release=module.params["kernel_release"], **details)
     except (OSError, IOError) as e:
         module.fail_json(msg="vendor NFS client build for %s failed: %s" % (module.params["kernel_release"], e))

@@ -60,8 +60,11 @@ attributes:
     description: Read-only; runs the same checks in check mode.
   diff_mode:
     support: none
+    description: No diff is produced; RV(drift) lists the deviations.
   platform:
+    support: full
     platforms: posix
+    description: Linux; reads /proc, /sys and /lib/modules of the node.
 """
 
 EXAMPLES = r"""

@@ -109,15 +109,15 @@ class Podman(object):
 def fleet(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("ku") / "fleet")
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "tests", "lab"))
-    p = subprocess.run([VENV_PY, "-m", "gpufabric_sim", "create", "--fleet", d, "--nodes", "1",
-                        "--base-port", "42310"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    argv = [VENV_PY, "-m", "gpufabric_sim", "create", "--fleet", d, "--nodes", "1", "--base-port", "42310"]
+    p = subprocess.run(argv, check=False, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True)
     if p.returncode != 0:
         pytest.skip("simulated node could not be created: %s" % p.stderr[-1500:])
     try:
         yield d
     finally:
-        subprocess.run([VENV_PY, "-m", "gpufabric_sim", "destroy", "--fleet", d], env=env,
+        subprocess.run(check=False, args=[VENV_PY, "-m", "gpufabric_sim", "destroy", "--fleet", d], env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -157,8 +157,8 @@ def run_playbook(fleet, prebuilt, api, boot_mode="vendor", extra=None):
     kubeconfig = api.write_kubeconfig(os.path.join(fleet, "kubeconfig"))
     local_inv = os.path.join(fleet, "local.yml")
     with open(local_inv, "w") as f:
-        json.dump({"all": {"hosts": {"localhost": {"ansible_connection": "local",
-                                                    "ansible_python_interpreter": VENV_PY}}}}, f)
+        local = {"ansible_connection": "local", "ansible_python_interpreter": VENV_PY}
+        json.dump({"all": {"hosts": {"localhost": local}}}, f)
     ev = {
         "gpufabric_hosts": name, "kernel_upgrade_kernel_release": TARGET, "kernel_upgrade_k8s": True,
         "kernel_upgrade_kubeconfig": kubeconfig, "kernel_upgrade_install_kernel_package": False,
@@ -179,9 +179,9 @@ def run_playbook(fleet, prebuilt, api, boot_mode="vendor", extra=None):
     env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".build"), ANSIBLE_HOST_KEY_CHECKING="False",
                ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="False", ANSIBLE_PIPELINING="True",
                K8S_AUTH_KUBECONFIG=kubeconfig)
-    p = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i",
-                        os.path.join(fleet, "inventory.yml"), "-i", local_inv, PLAYBOOK, "-e", "@" + evf],
-                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+    argv = [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", os.path.join(fleet, "inventory.yml"),
+            "-i", local_inv, PLAYBOOK, "-e", "@" + evf]
+    p = subprocess.run(argv, check=False, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                        timeout=900)
     return p.returncode, p.stdout
 

@@ -57,7 +57,7 @@ def podman_images(conf_dir):
     env["CONTAINERS_STORAGE_CONF"] = os.path.join(conf_dir, "storage.conf")
     if not os.path.exists(env["CONTAINERS_STORAGE_CONF"]):
         return []
-    p = subprocess.run(["podman", "images", "--format", "{{.Repository}}:{{.Tag}}"], env=env,
+    p = subprocess.run(check=False, args=["podman", "images", "--format", "{{.Repository}}:{{.Tag}}"], env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     return p.stdout.split() if p.returncode == 0 else []
 
@@ -74,7 +74,7 @@ def pick_kver():
         if os.path.exists(mp):
             with open(mp) as f:
                 return json.load(f)["kver"]
-    p = subprocess.run(["apt-cache", "search", "--names-only", r"^linux-headers-6\.1\.0-[0-9]+-amd64$"],
+    p = subprocess.run(check=False, args=["apt-cache", "search", "--names-only", r"^linux-headers-6\.1\.0-[0-9]+-amd64$"],
                        stdout=subprocess.PIPE, universal_newlines=True)
     found = sorted(re.findall(r"linux-headers-(6\.1\.0-(\d+)-amd64)", p.stdout), key=lambda x: int(x[1]))
     if not found:
@@ -100,14 +100,14 @@ def run_module(args, tmp):
     with open(argsfile, "w") as f:
         json.dump({"ANSIBLE_MODULE_ARGS": args}, f)
     t0 = time.time()
-    p = subprocess.run([sys.executable, MODULE, argsfile], env=_env(), stdout=subprocess.PIPE,
+    p = subprocess.run(check=False, args=[sys.executable, MODULE, argsfile], env=_env(), stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, universal_newlines=True, timeout=1800)
     took = time.time() - t0
     try:
         res = json.loads(p.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise AssertionError("module printed no JSON (rc=%d): %s %s" % (p.returncode, p.stdout[-2000:],
-                                                                         p.stderr[-2000:]))
+        raise AssertionError("module printed no JSON (rc=%d): %s %s"
+                             % (p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
     return res, took
 
 
@@ -136,15 +136,15 @@ def test_build_verify_and_cache(work, kver):
         assert m["installed_path"] == "/lib/modules/%s/updates/bundle/%s.ko" % (kver, m["name"])
     # Independent read-back of the artifact with the system tools.
     deb = os.path.join(res["artifact_dir"], res["artifacts"][0]["file"])
-    listing = subprocess.run(["dpkg-deb", "-c", deb], stdout=subprocess.PIPE, universal_newlines=True).stdout
+    listing = subprocess.run(check=False, args=["dpkg-deb", "-c", deb], stdout=subprocess.PIPE, universal_newlines=True).stdout
     assert "./lib/modules/%s/updates/bundle/rpcrdma.ko" % kver in listing
     x = work / "x"
     subprocess.run(["dpkg-deb", "-x", deb, str(x)], check=True)
     ko = str(x / "lib" / "modules" / kver / "updates" / "bundle" / "rpcrdma.ko")
-    magic = subprocess.run(["modinfo", "-F", "vermagic", ko], stdout=subprocess.PIPE,
+    magic = subprocess.run(check=False, args=["modinfo", "-F", "vermagic", ko], stdout=subprocess.PIPE,
                            universal_newlines=True).stdout.split()
     assert magic[0] == kver
-    nm = subprocess.run(["nm", ko], stdout=subprocess.PIPE, universal_newlines=True).stdout
+    nm = subprocess.run(check=False, args=["nm", ko], stdout=subprocess.PIPE, universal_newlines=True).stdout
     assert "__ksymtab_rpcrdma_register_nvfs_dma_ops" in nm
     # The pure-Python ELF reader agrees with the tools on a real module.
     sys.path.insert(0, os.path.join(REPO, ".build"))
