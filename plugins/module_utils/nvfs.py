@@ -619,8 +619,8 @@ def verdict(transfer, before, after, expected, nvfs_loaded):
         else:
             reasons.append("nvidia-fs is not loaded, so no transfer can bypass host memory.")
     elif delta is None or delta.get("writes") is None or delta.get("reads") is None:
-        reasons.append("The nvidia-fs read/write counters are not available (rw_stats_enabled could not be turned "
-                       "on): the transfer cannot be attributed to nvidia-fs.")
+        reasons.append("The nvidia-fs read/write counters are not available (%s prints none: rw_stats_enabled is "
+                       "off or could not be turned on): the transfer cannot be attributed to nvidia-fs." % STATS)
     else:
         short_of = []
         for key, label in (("writes", "writes n"), ("write_mib", "writeMiB"), ("reads", "reads n"),

@@ -73,8 +73,11 @@ attributes:
     description: Reports the preconditions only - no transfer, no parameter write.
   diff_mode:
     support: none
+    description: Nothing is changed, so there is nothing to diff.
   platform:
+    support: full
     platforms: posix
+    description: Linux with an NVIDIA GPU; nvidia-fs, libcufile and libcudart for a positive verdict.
 notes:
   - Needs a CUDA-capable GPU, libcufile and libcudart on the node for the transfer.
 """

@@ -9,8 +9,8 @@ Lays the repository out as ``ansible_collections/gpufabric/node`` in a temp dir 
 ``nvfs.verify`` against TEST_DIR with the shipped cuFile program (compat mode off), then runs the program on its
 own with compat mode ON and OFF (driver open only, and a full transfer) so the record shows what
 cuFileDriverOpen returns in both cases; each EXTRA_DIR (a tmpfs, say, which cuFile's file system probe treats
-differently from a virtio disk) gets the two full transfers too. It copies the host files the verdict reads (NVIDIA driver version,
-IOMMU group types, mountinfo, nvidia-fs proc files when present) so the unit test
+differently from a virtio disk) gets the two full transfers too. It copies the host files the verdict reads
+(NVIDIA driver version, IOMMU group types, mountinfo, nvidia-fs proc files when present) so the unit test
 ``tests/unit/plugins/modules/test_gds_verify.py`` can replay the record without a GPU.
 """
 from __future__ import absolute_import, division, print_function
@@ -40,7 +40,8 @@ def _runner(timeout=120):
         full = dict(os.environ)
         full.update(env or {})
         try:
-            p = subprocess.run(argv, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+            p = subprocess.run(argv, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                               check=False)
         except subprocess.TimeoutExpired as e:
             return 124, (e.stdout or b"").decode("utf-8", "replace"), "timeout after %ds" % timeout
         except OSError as e:

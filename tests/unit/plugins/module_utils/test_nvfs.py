@@ -268,8 +268,7 @@ def test_preconditions(node, name, mutate, kwargs, want_fail):
     mutate(node)
     kw = {"path": "/mnt/data", "run": modinfo_runner(), "modinfo": "/sbin/modinfo"}
     kw.update(kwargs)
-    path = kw.pop("path")
-    pcs = nvfs.preconditions(Sysroot(node), path, **kw)
+    pcs = nvfs.preconditions(Sysroot(node), **kw)
     names = [p["name"] for p in pcs]
     assert names == ["gpu_driver_open", "nvidia_fs_loaded", "nvidia_fs_stats", "nvidia_fs_storage_module",
                      "iommu_mode", "vendor_client_bundle", "vendor_client_srcversion", "mount_proto_rdma",
