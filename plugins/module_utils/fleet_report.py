@@ -126,8 +126,8 @@ def _status(n):
         return "unreachable"
     if n["errors"]:
         return "error"
-    if n["drift"] or (n["gds"] and not n["gds"]["ok"]) or (n["fabric_manager"]["needed"]
-                                                             and not n["fabric_manager"]["running"]):
+    fm = n["fabric_manager"]
+    if n["drift"] or (n["gds"] and not n["gds"]["ok"]) or (fm["needed"] and not fm["running"]):
         return "attention"
     return "ok"
 
@@ -279,8 +279,8 @@ def topology_svg(n, host="node"):
     lx = PAD
     for rel in RELATIONS:
         legend.append('<g class="legend"><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="4"/>'
-                      '<text x="%d" y="%d">%s</text></g>' % (lx, height - 18, lx + 26, height - 18, COLORS[rel],
-                                                              lx + 32, height - 13, rel))
+                      '<text x="%d" y="%d">%s</text></g>'
+                      % (lx, height - 18, lx + 26, height - 18, COLORS[rel], lx + 32, height - 13, rel))
         lx += 80
     legend.append('<g class="legend"><line x1="%d" y1="%d" x2="%d" y2="%d" class="legend-cross"/>'
                   '<text x="%d" y="%d">cross-NUMA pair</text></g>' % (lx, height - 18, lx + 26, height - 18, lx + 32,
@@ -394,8 +394,8 @@ def _node_html(host, n):
     if n["gds"] is None:
         out.append('<p class="muted">No GDS verdict given.</p>')
     else:
-        out.append('<p><span class="%s">%s</span></p>' % ("good" if n["gds"]["ok"] else "bad",
-                                                         "GDS works" if n["gds"]["ok"] else "GDS failing"))
+        ok = n["gds"]["ok"]
+        out.append('<p><span class="%s">%s</span></p>' % ("good" if ok else "bad", "GDS works" if ok else "GDS failing"))
         if n["gds"]["reasons"]:
             out.append("<ul>%s</ul>" % "".join("<li>%s</li>" % esc(r) for r in n["gds"]["reasons"]))
     nv = n["nvidia_fs"]
@@ -467,9 +467,9 @@ def to_markdown(rep):
             continue
         lines += ["| GPU | BDF | NUMA | rail | NIC NUMA | PCIe | note |", "|---|---|---|---|---|---|---|"]
         for p in n["pairs"]:
-            lines.append("| GPU%s | %s | %s | %s | %s | %s | %s |" % (p["gpu_index"], p["gpu"], p["gpu_numa"],
-                                                                    p["netdev"], p["nic_numa"], p["relation"],
-                                                                    "CROSS-NUMA" if p["cross_numa"] else ""))
+            cells = (p["gpu_index"], p["gpu"], p["gpu_numa"], p["netdev"], p["nic_numa"], p["relation"],
+                     "CROSS-NUMA" if p["cross_numa"] else "")
+            lines.append("| GPU%s | %s | %s | %s | %s | %s | %s |" % cells)
         lines.append("")
         for key, label in CONCERNS:
             c = n["by_concern"].get(key, 0)

@@ -51,7 +51,7 @@ def run_playbook(inventories, playbook, extra, timeout=900):
         cmd += ["-i", i]
     cmd += [playbook, "-e", json.dumps(extra)]
     p = subprocess.run(cmd, env=fl.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                       timeout=timeout)
+                       timeout=timeout, check=False)
     return p.returncode, p.stdout
 
 

@@ -36,7 +36,6 @@ __metaclass__ = type
 import argparse
 import errno
 import fcntl
-import json
 import os
 import sys
 import time
@@ -126,7 +125,7 @@ def find_server(fleet, address):
     data = dcb_emu._read_json(os.path.join(fleet, "fleet.json"), {}) or {}
     for n in data.get("nodes", []):
         for r in n.get("rails", []):
-            if str(r.get("ipv4", "")).split("/")[0] == address:
+            if str(r.get("ipv4", "")).split("/", 1)[0] == address:
                 return n["name"], n["root"], r
     return None
 
@@ -204,7 +203,9 @@ def parse(argv):
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:
-        raise PerftestError("bad arguments" if e.code else "")
+        if e.code == 0:  # --help was printed
+            raise
+        raise PerftestError("bad arguments")
     if args.tos is not None and not args.rdma_cm:
         raise PerftestError(" TOS only valid for rdma_cm based QP and RawEth QP")
     for name, v, hi in (("tos", args.tos, 255), ("tclass", args.tclass, 255)):
@@ -304,8 +305,9 @@ def serve(args, root, out):
         finally:
             if active is not None:
                 active.close()
-        out.write("Remote: %s %s (DSCP %d), %s\n" % (req.get("client"), req.get("client_netdev"), req["tos"] >> 2,
-                                                       "incast" if done.get("congested") else "alone"))
+        out.write("Remote: %s %s (DSCP %d), %s\n"
+                  % (req.get("client"), req.get("client_netdev"), req["tos"] >> 2,
+                     "incast" if done.get("congested") else "alone"))
         out.write(result_lines(args, int(done["bytes"]), float(done["seconds"])))
         return 0
     finally:

@@ -81,7 +81,7 @@ def test_delta_and_reset():
     assert d["interval_s"] == 2.5
     assert d["rails"]["r"]["prio"]["3"]["tx_bytes"] == 300 * MIB - 100
     assert d["rails"]["r"]["prio"]["0"]["tx_bytes"] == 0 and not d["rails"]["r"]["reset"]
-    reset = c.delta(after, before)
+    reset = c.delta(before=after, after=before)
     assert reset["rails"]["r"]["reset"] is True
     assert reset["rails"]["r"]["prio"]["3"]["tx_bytes"] == 100, "counts since the reset"
 
