@@ -13,7 +13,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_FORCE_COLOR ?= 0
 SANITY_VENV := $(CURDIR)/.venv-sanity
 
-.PHONY: venv link unit integration sanity lint molecule demo test clean
+.PHONY: venv link unit integration sanity lint molecule collection demo test clean
 
 $(VENV)/.stamp: requirements.txt
 	$(PY) -m venv $(VENV)
@@ -45,6 +45,17 @@ $(SANITY_VENV)/.stamp: requirements.txt
 sanity: venv $(SANITY_VENV)/.stamp
 	SANITY_VENV=$(SANITY_VENV) tests/sanity/run.sh
 
+# The collection artifact builds, installs, and ansible-doc renders every module from the installed copy.
+collection: venv
+	rm -rf $(BUILD)/artifact && mkdir -p $(BUILD)/artifact
+	$(BIN)/ansible-galaxy collection build --output-path $(BUILD)/artifact .
+	$(BIN)/ansible-galaxy collection install --force -p $(BUILD)/artifact/installed $(BUILD)/artifact/gpufabric-node-*.tar.gz
+	for m in $$(ls plugins/modules/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
+	  ANSIBLE_COLLECTIONS_PATH=$(BUILD)/artifact/installed $(BIN)/ansible-doc -t module gpufabric.node.$$m >/dev/null \
+	    || { echo "ansible-doc failed for $$m"; exit 1; }; done
+	ANSIBLE_COLLECTIONS_PATH=$(BUILD)/artifact/installed $(BIN)/ansible-doc -t filter gpufabric.node.fabric_table >/dev/null
+	@echo "collection: built, installed, $$(ls plugins/modules/*.py | wc -l) modules documented"
+
 lint: venv link
 	$(BIN)/ansible-lint --offline --profile production
 
@@ -60,7 +71,7 @@ demo: venv link
 	@echo "Fleet left running in $(SIM); 'make clean' removes it."
 
 # README command 2: every test tier that runs on a machine without GPUs.
-test: unit integration sanity lint molecule
+test: unit collection integration sanity lint molecule
 
 clean:
 	-$(BIN)/python -m gpufabric_sim destroy --fleet $(SIM) 2>/dev/null
