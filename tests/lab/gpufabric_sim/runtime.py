@@ -61,6 +61,7 @@ WRAPPERS = {
     "grubby": ("gpufabric_sim.emulators.grub", "main", True),
     "systemctl": ("gpufabric_sim.services", "systemctl_main", True),
     "udevadm": ("gpufabric_sim.services", "udevadm_main", True),
+    "ib_write_bw": ("gpufabric_sim.emulators.perftest", "main", True),
 }
 
 
