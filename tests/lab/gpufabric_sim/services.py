@@ -12,6 +12,12 @@ Command output of started units goes to ``<root>/var/log/gpufabric-sim/<unit>.lo
 
 systemctl verbs: daemon-reload, enable, disable (both with --now), is-enabled, is-active, is-failed,
 start, stop, restart, try-restart, reload-or-restart, show (-p/--property, --value), status, cat.
+Template units: ``a@b.service`` without a file of its own is an instance of ``a@.service`` (its
+drop-ins, then those of ``a@b.service.d``); specifiers (``%i``, ``%I``, ``%n``, ``%N``, ``%p``,
+``%P``, ``%m``, ``%H``, ``%t``, ``%%``) are resolved in ``Exec*=``, ``Environment*=`` and
+``Description=`` of every unit, as systemd does; an unknown specifier fails the start.
+``--no-block`` is accepted; the job still runs to its end before ``systemctl`` returns, so a
+caller (udev RUN, reregister) sees its effect without polling.
 udevadm verbs: control (--reload), trigger (runs RUN of matching rules for infiniband devices with
 --action, default "change"), settle.
 """
@@ -24,6 +30,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -76,12 +83,150 @@ def unit_name(name):
     return name if "." in name else name + ".service"
 
 
-def find_unit(root, unit):
+def _find_file(root, name):
     for d in UNIT_DIRS:
-        p = os.path.join(root, d, unit)
+        p = os.path.join(root, d, name)
         if os.path.isfile(p):
             return p
     return None
+
+
+def split_instance(unit):
+    """(prefix, instance, suffix) of an instance name ``prefix@instance.suffix``, else None."""
+    base, dot, suffix = unit.rpartition(".")
+    if not dot or "@" not in base:
+        return None
+    prefix, instance = base.split("@", 1)
+    if not prefix or not instance:
+        return None
+    return prefix, instance, suffix
+
+
+def template_of(unit):
+    """``a@.service`` for ``a@b.service``; None when ``unit`` is not an instance name."""
+    parts = split_instance(unit)
+    return "%s@.%s" % (parts[0], parts[2]) if parts else None
+
+
+def find_unit(root, unit):
+    """The unit file of ``unit``: its own file, else (for ``a@b.service``) the template ``a@.service``."""
+    path = _find_file(root, unit)
+    if path is None and template_of(unit):
+        path = _find_file(root, template_of(unit))
+    return path
+
+
+def unit_unescape(text):
+    """systemd's unit name unescaping: ``-`` is ``/``, ``\\xNN`` a byte."""
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        if text[i] == "-":
+            out += b"/"
+        elif text.startswith("\\x", i) and re.match(r"[0-9a-fA-F]{2}$", text[i + 2:i + 4]):
+            out.append(int(text[i + 2:i + 4], 16))
+            i += 3
+        else:
+            out += text[i].encode("utf-8")
+        i += 1
+    return out.decode("utf-8", "replace")
+
+
+def _first_line(root, rel):
+    try:
+        with open(os.path.join(root, rel)) as f:
+            return f.readline().strip()
+    except OSError:
+        return ""
+
+
+def specifier_table(root, unit):
+    """The values of the unit specifiers this emulator resolves for ``unit``."""
+    base = unit.rpartition(".")[0] or unit
+    parts = split_instance(unit)
+    prefix, instance = (parts[0], parts[1]) if parts else (base, "")
+    return {"i": instance, "I": unit_unescape(instance), "n": unit, "N": base, "p": prefix,
+            "P": unit_unescape(prefix), "m": _first_line(root, "etc/machine-id"),
+            "H": _first_line(root, "etc/hostname"), "t": "/run"}
+
+
+_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]*$")
+
+
+def _quoted(value, quote):
+    """``value`` as one literal piece of a shell-like word at a place with the given open quote."""
+    if quote == "'":
+        return value.replace("'", "'\"'\"'")
+    if quote == '"':
+        return value.replace("\\", "\\\\").replace('"', '\\"')
+    return value if _SAFE.match(value) else "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+def resolve_specifiers(value, table, mode="raw"):
+    """Replace the ``%x`` specifiers of a unit setting.
+
+    systemd resolves specifiers in each word after splitting, so a value never splits or unescapes.
+    ``mode="shell"`` (Environment=, split later with shell-like quoting) quotes substituted values for
+    where they land; ``mode="exec"`` (Exec*=, for ``bootsim.parse_exec``) also keeps ``%%`` and doubles
+    each ``%`` of a value, since parse_exec turns ``%%`` into ``%`` after splitting.
+    """
+    out = []
+    quote = None
+    i = 0
+    while i < len(value):
+        c = value[i]
+        if c == "%":
+            if i + 1 >= len(value):
+                raise ValueError("a lone '%%' at the end of %r" % value)
+            spec = value[i + 1]
+            if spec == "%":
+                out.append("%%" if mode == "exec" else "%")
+            elif spec in table:
+                v = table[spec].replace("%", "%%") if mode == "exec" else table[spec]
+                out.append(_quoted(v, quote) if mode != "raw" else v)
+            else:
+                raise ValueError("unknown specifier %%%s in %r" % (spec, value))
+            i += 2
+            continue
+        out.append(c)
+        if mode != "raw":
+            if c == "\\" and quote != "'" and i + 1 < len(value):
+                out.append(value[i + 1])
+                i += 1
+            elif quote is None and c in "'\"":
+                quote = c
+            elif c == quote:
+                quote = None
+        i += 1
+    return "".join(out)
+
+
+SPECIFIER_KEYS = {"Unit": ("Description",), "Service": ("EnvironmentFile",)}
+
+
+def read_unit_sections(root, unit, path):
+    """Parsed sections of ``unit`` from ``path`` (its file or its template) with drop-ins and specifiers."""
+    sections = bootsim.read_unit(path)
+    if os.path.basename(path) != unit:
+        for d in UNIT_DIRS:
+            for dropin in sorted(glob.glob(os.path.join(root, d, unit + ".d", "*.conf"))):
+                with open(dropin) as f:
+                    for sec, items in bootsim.parse_unit_text(f.read()).items():
+                        sections.setdefault(sec, []).extend(items)
+    table = specifier_table(root, unit)
+    out = {}
+    for sec, items in sections.items():
+        resolved = []
+        for k, v in items:
+            if sec == "Service" and k.startswith("Exec"):
+                v = resolve_specifiers(v, table, "exec")
+            elif sec == "Service" and k == "Environment":
+                v = resolve_specifiers(v, table, "shell")
+            elif k in SPECIFIER_KEYS.get(sec, ()):
+                v = resolve_specifiers(v, table)
+            resolved.append((k, v))
+        out[sec] = resolved
+    return out
 
 
 def _file_hash(path):
@@ -134,14 +279,22 @@ class Systemctl(object):
         return st
 
     def _sections(self, unit):
+        """(unit file path, sections) for queries and enable: a specifier that does not resolve
+        leaves the raw value there (only a start fails on it, like systemd's job)."""
         path = find_unit(self.root, unit)
-        return (path, bootsim.read_unit(path)) if path else (None, None)
+        if not path:
+            return None, None
+        try:
+            return path, read_unit_sections(self.root, unit, path)
+        except ValueError:
+            return path, bootsim.read_unit(path)
 
     def _ensure_loaded(self, state, unit, path):
         h = _file_hash(path)
-        old = state["loaded"].get(unit)
+        key = os.path.basename(path)
+        old = state["loaded"].get(key)
         if old is None:
-            state["loaded"][unit] = h
+            state["loaded"][key] = h
         elif old != h:
             self.err.write("Warning: The unit file, source configuration file or drop-ins of %s changed on "
                            "disk. Run 'systemctl daemon-reload' to reload units.\n" % unit)
@@ -252,7 +405,7 @@ class Systemctl(object):
         rc = 0
         state = load_state(self.root)
         for unit in units:
-            path, sec = self._sections(unit)
+            path = find_unit(self.root, unit)
             if not path:
                 self.err.write("Failed to start %s: Unit %s not found.\n" % (unit, unit))
                 rc = 5
@@ -261,10 +414,11 @@ class Systemctl(object):
             if self._unit_state(state, unit) == "active":
                 continue
             journal(self.root, "systemctl start %s" % unit)
-            svc_type = bootsim.unit_value(sec, "Service", "Type", "simple")
-            remain = (bootsim.unit_value(sec, "Service", "RemainAfterExit", "no").lower()
-                      in ("yes", "true", "1", "on"))
             try:
+                sec = read_unit_sections(self.root, unit, path)
+                svc_type = bootsim.unit_value(sec, "Service", "Type", "simple")
+                remain = (bootsim.unit_value(sec, "Service", "RemainAfterExit", "no").lower()
+                          in ("yes", "true", "1", "on"))
                 cmds = bootsim.unit_exec_commands(sec, self.root)
                 env = dict(os.environ)
                 env.update(bootsim.unit_environment(sec, self.root))
@@ -337,7 +491,7 @@ class Systemctl(object):
             has_install = bool(bootsim.unit_values(sec, "Install", "WantedBy")
                                or bootsim.unit_values(sec, "Install", "RequiredBy"))
             ufs = "enabled" if links else ("disabled" if has_install else "static")
-            loaded = state["loaded"].get(unit)
+            loaded = state["loaded"].get(os.path.basename(path))
             need_reload = "yes" if loaded and loaded != _file_hash(path) else "no"
         else:
             ufs, need_reload = "", "no"

@@ -543,6 +543,117 @@ def test_systemctl_refuses_host_root(monkeypatch):
         services.systemctl_main(["systemctl", "daemon-reload"])
 
 
+TEMPLATE = ("[Unit]\nDescription=Re-apply RDMA device %I\n[Service]\nType=oneshot\n"
+            "Environment=DEV=%i\n"
+            "ExecStart=/usr/local/sbin/gpufabric-apply --device %I --unit %n --raw %i --pct 100%% --env $DEV\n")
+ARGV_SCRIPT = '#!/bin/sh\nprintf "%s\\n" "$@" >> "$GPUFABRIC_SYSROOT/argv"\n'
+
+
+def _template_root(tmp_path, template=TEMPLATE):
+    root = _unit_root(tmp_path, "[Service]\nExecStart=/bin/true\n", ARGV_SCRIPT)
+    (root / "etc/systemd/system/gpufabric-apply@.service").write_text(template)
+    return root
+
+
+def test_find_unit_falls_back_to_template(tmp_path):
+    root = _template_root(tmp_path)
+    tpl = str(root / "etc/systemd/system/gpufabric-apply@.service")
+    assert services.find_unit(str(root), "gpufabric-apply@mlx5_3.service") == tpl
+    assert services.find_unit(str(root), "gpufabric-apply@.service") == tpl
+    assert services.find_unit(str(root), "other@mlx5_3.service") is None
+    assert services.find_unit(str(root), "gpufabric-apply.service").endswith("/gpufabric-apply.service")
+    own = root / "etc/systemd/system/gpufabric-apply@mlx5_9.service"
+    own.write_text("[Service]\nExecStart=/bin/true\n")
+    assert services.find_unit(str(root), "gpufabric-apply@mlx5_9.service") == str(own), "own file wins"
+    assert services.template_of("a@b.c.service") == "a@.service"
+    assert services.template_of("a.service") is None and services.template_of("a@.service") is None
+
+
+@pytest.mark.parametrize("verb", [["restart"], ["--no-block", "restart"], ["start", "--no-block"]])
+def test_systemctl_template_instance_runs(tmp_path, monkeypatch, verb):
+    root = _template_root(tmp_path)
+    rc, _out, err = _systemctl(monkeypatch, root, *(verb + ["gpufabric-apply@mlx5_3.service"]))
+    assert (rc, err) == (0, "")
+    assert (root / "argv").read_text().splitlines() == [
+        "--device", "mlx5_3", "--unit", "gpufabric-apply@mlx5_3.service", "--raw", "mlx5_3", "--pct", "100%",
+        "--env", "mlx5_3"]
+    assert "systemctl start gpufabric-apply@mlx5_3.service" in (root / "var/lib/gpufabric-sim/actions.log").read_text()
+    rc, out, _err = _systemctl(monkeypatch, root, "show", "gpufabric-apply@mlx5_3", "-p",
+                               "Id,Description,LoadState,FragmentPath,Result,UnitFileState")
+    assert out.splitlines() == [
+        "Id=gpufabric-apply@mlx5_3.service", "Description=Re-apply RDMA device mlx5_3", "LoadState=loaded",
+        "FragmentPath=/etc/systemd/system/gpufabric-apply@.service", "UnitFileState=static", "Result=success"]
+    assert _systemctl(monkeypatch, root, "is-active", "gpufabric-apply@mlx5_3")[:2] == (3, "inactive\n")
+
+
+def test_systemctl_template_unescapes_and_dropins(tmp_path, monkeypatch):
+    root = _template_root(tmp_path, "[Service]\nType=oneshot\nExecStart=/usr/local/sbin/gpufabric-apply %i %I %p\n")
+    dropin = root / "etc/systemd/system/gpufabric-apply@dev-x\\x2dy.service.d"
+    dropin.mkdir()
+    (dropin / "10-more.conf").write_text("[Service]\nExecStartPost=/usr/local/sbin/gpufabric-apply post %I\n")
+    assert _systemctl(monkeypatch, root, "start", "gpufabric-apply@dev-x\\x2dy.service")[0] == 0
+    assert (root / "argv").read_text().splitlines() == ["dev-x\\x2dy", "dev/x-y", "gpufabric-apply", "post", "dev/x-y"]
+    (root / "argv").unlink()
+    assert _systemctl(monkeypatch, root, "start", "gpufabric-apply@other.service")[0] == 0
+    assert (root / "argv").read_text().splitlines() == ["other", "other", "gpufabric-apply"], "drop-in is per instance"
+
+
+SPEC_TABLE = {"i": "a\\x20b", "I": "a b", "n": "x@a\\x20b.service", "p": "x", "t": "/run", "P": "it's 100% \\ \"q\""}
+
+
+@pytest.mark.parametrize("title,value,argv", [
+    ("plain", "/bin/x %i", ["/bin/x", "a\\x20b"]),
+    ("space stays in its word", "/bin/x --dev=%I --tail", ["/bin/x", "--dev=a b", "--tail"]),
+    ("inside double quotes", '/bin/x "%I and %p"', ["/bin/x", "a b and x"]),
+    ("inside single quotes", "/bin/x '%P'", ["/bin/x", "it's 100% \\ \"q\""]),
+    ("unquoted with quotes", "/bin/x %P", ["/bin/x", "it's 100% \\ \"q\""]),
+    ("double-quoted with quotes", '/bin/x "<%P>"', ["/bin/x", "<it's 100% \\ \"q\">"]),
+    ("percent escape", "/bin/sh -c 'date +%%s' %t", ["/bin/sh", "-c", "date +%s", "/run"]),
+    ("escaped quote before", '/bin/x \\"%p', ["/bin/x", '"x']),
+])
+def test_exec_specifiers_never_split_a_value(title, value, argv):
+    assert bootsim.parse_exec(services.resolve_specifiers(value, SPEC_TABLE, "exec"))[0] == argv, title
+
+
+def test_specifier_table_and_unescape(tmp_path):
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/machine-id").write_text("abc\n")
+    t = services.specifier_table(str(tmp_path), "gpufabric-apply@dev-sda\\x2d1.service")
+    assert (t["i"], t["I"], t["p"], t["n"], t["N"], t["m"], t["H"]) == (
+        "dev-sda\\x2d1", "dev/sda-1", "gpufabric-apply", "gpufabric-apply@dev-sda\\x2d1.service",
+        "gpufabric-apply@dev-sda\\x2d1", "abc", "")
+    assert services.specifier_table(str(tmp_path), "plain.service")["i"] == ""
+    assert services.resolve_specifiers("Unit %I, 5%%", t) == "Unit dev/sda-1, 5%"
+    with pytest.raises(ValueError):
+        services.resolve_specifiers("50%", t)
+
+
+def test_systemctl_unknown_specifier_fails_start(tmp_path, monkeypatch):
+    root = _template_root(tmp_path, "[Service]\nType=oneshot\nExecStart=/usr/local/sbin/gpufabric-apply %Q\n")
+    rc, _out, err = _systemctl(monkeypatch, root, "start", "gpufabric-apply@mlx5_0.service")
+    assert rc == 1 and "unknown specifier %Q" in err
+    assert not (root / "argv").exists()
+    assert _systemctl(monkeypatch, root, "is-failed", "gpufabric-apply@mlx5_0")[:2] == (0, "failed\n")
+
+
+def test_udev_rule_restarts_template_instance(tmp_path, monkeypatch):
+    """The persistence role's rule: RUN+="<systemctl> --no-block restart gpufabric-apply@%k.service"."""
+    root = _template_root(tmp_path)
+    (root / "sys/class/infiniband/mlx5_3/ports/1").mkdir(parents=True)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    systemctl = bindir / "systemctl"
+    systemctl.write_text(runtime.render_wrapper(sys.executable, "gpufabric_sim.services", "systemctl_main", True))
+    systemctl.chmod(0o755)
+    (root / "etc/udev/rules.d").mkdir(parents=True)
+    (root / "etc/udev/rules.d/90-gpufabric.rules").write_text(
+        'ACTION=="add", SUBSYSTEM=="infiniband", RUN+="%s --no-block restart gpufabric-apply@%%k.service"\n'
+        % systemctl)
+    monkeypatch.setenv("GPUFABRIC_SYSROOT", str(root))
+    assert services.udevadm_main(["udevadm", "trigger", "--action=add", "--sysname-match=mlx5_3"]) == 0
+    assert (root / "argv").read_text().split()[:2] == ["--device", "mlx5_3"]
+
+
 def test_udevadm_trigger_runs_rules(tmp_path, monkeypatch):
     root = tmp_path / "root"
     (root / "sys/class/infiniband/mlx5_0/ports/1").mkdir(parents=True)
