@@ -2,7 +2,9 @@
 """The dcb and ethtool emulators: syntax, output shapes, error texts and mlx5 semantics."""
 from __future__ import absolute_import, division, print_function
 
+import hashlib
 import json
+import os
 
 import pytest
 
@@ -297,3 +299,46 @@ def test_ethtool_reset(node):
     ethtool.inject_traffic(root, DEV, "tx", 0, 100, 1)
     ethtool.reset_device(root, DEV)
     assert _stats(root)["tx_prio0_bytes"] == 0
+
+
+# --------------------------------------------------------------------------------------------
+# read-only commands leave the node tree alone (check-mode hash proofs)
+# --------------------------------------------------------------------------------------------
+
+def _tree(root):
+    out = {}
+    for d, _dirs, files in os.walk(root):
+        for n in files:
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, root)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+READ_ONLY = ["app show dev %s" % DEV, "-j app show dev %s" % DEV, "-j -p pfc show dev %s" % DEV,
+             "pfc show dev %s" % DEV, "ets show dev %s" % DEV, "-j ets show dev %s" % DEV,
+             "apptrust show dev %s" % DEV, "app show dev nosuch", "-j pfc show dev veth0"]
+
+
+def test_init_creates_locks_and_reads_create_nothing(node):
+    root = node()
+    ethtool.init_node(root, "6.1.0")
+    before = _tree(root)
+    assert {"var/lib/gpufabric-sim/dcb/.lock", "var/lib/gpufabric-sim/ethtool/.lock"} <= set(before)
+    for cmd in READ_ONLY:
+        sh(root, cmd)
+    for argv in (["-S", DEV], ["-i", DEV], ["-S", "nosuch"], ["--version"]):
+        ethtool.run(argv, root=root)
+    assert _tree(root) == before
+    assert sh(root, "pfc set dev %s prio-pfc 3:on" % DEV)[0] == 0
+    after = _tree(root)
+    assert set(after) == set(before), "a write changes the state file, adds none"
+    assert [k for k in after if after[k] != before[k]] == ["var/lib/gpufabric-sim/dcb/%s.json" % DEV]
+
+
+def test_init_device_alone_creates_its_lock(tmp_path):
+    root = str(tmp_path)
+    dcb.init_device(root, DEV)
+    ethtool.init_device(root, DEV, bus_info="0000:1a:00.0")
+    assert sorted(k for k in _tree(root) if k.endswith(".lock")) == [
+        "var/lib/gpufabric-sim/dcb/.lock", "var/lib/gpufabric-sim/ethtool/.lock"]

@@ -108,9 +108,25 @@ def _version_tuple(v):
     return tuple(out[:3])
 
 
+def _lock_path(root):
+    return os.path.join(_sim_dir(root), "dcb", ".lock")
+
+
+def ensure_lock(path):
+    """Create an (empty) lock file once, when the node or a device is set up: commands only open it,
+    so a read-only command never adds a file to the node's tree."""
+    d = os.path.dirname(path)
+    if not os.path.isdir(d):
+        os.makedirs(d)
+    if not os.path.exists(path):
+        with open(path, "a"):
+            pass
+
+
 def init_node(root, iproute2_version=DEFAULT_VERSION):
-    """Record the iproute2 version of the node (selects dcb output shape and features)."""
+    """Record the iproute2 version of the node (selects dcb output shape and features); create the lock."""
     _write_json(os.path.join(_sim_dir(root), "iproute2.json"), {"version": str(iproute2_version)})
+    ensure_lock(_lock_path(root))
 
 
 def node_version(root):
@@ -154,6 +170,7 @@ def init_device(root, netdev, driver="mlx5_core"):
     st = {"netdev": netdev, "driver": driver, "counters": _fresh_counters()}
     st.update(_fresh_config(driver))
     _write_json(_dev_path(root, netdev), st)
+    ensure_lock(_lock_path(root))
     return st
 
 
@@ -432,9 +449,10 @@ class _Kernel(object):
         self.st = None
 
     def __enter__(self):
-        d = os.path.dirname(self.path)
-        if os.path.isdir(d):
-            self.lockf = open(os.path.join(d, ".lock"), "a")
+        lock = _lock_path(self.ctx.root)
+        # init_node/init_device made the lock; without it there is no device state to guard either
+        if os.path.exists(lock):
+            self.lockf = open(lock, "r")
             fcntl.flock(self.lockf, fcntl.LOCK_EX)
         self.st = _read_json(self.path)
         return self

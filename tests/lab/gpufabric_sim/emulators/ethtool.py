@@ -54,11 +54,13 @@ def _empty_prio():
             "rx_pause_transition": 0}
 
 
+def _lock_path(root):
+    return os.path.join(root, dcb_emu.STATE_DIR, "ethtool", ".lock")
+
+
 def init_node(root, iproute2_version=dcb_emu.DEFAULT_VERSION):
-    """Nothing node-wide for ethtool; kept for the emulator contract."""
-    d = os.path.join(root, dcb_emu.STATE_DIR, "ethtool")
-    if not os.path.isdir(d):
-        os.makedirs(d)
+    """The state directory and its lock (commands never create files: check-mode tree hashes hold)."""
+    dcb_emu.ensure_lock(_lock_path(root))
 
 
 def init_device(root, netdev, driver="mlx5_core", bus_info=None, firmware=FIRMWARE):
@@ -72,6 +74,7 @@ def init_device(root, netdev, driver="mlx5_core", bus_info=None, firmware=FIRMWA
           "global": dict((k, 0) for k in GLOBAL_COUNTERS),
           "prio": dict((str(p), _empty_prio()) for p in range(8))}
     dcb_emu._write_json(_path(root, netdev), st)
+    dcb_emu.ensure_lock(_lock_path(root))
     return st
 
 
@@ -118,7 +121,7 @@ def inject_traffic(root, netdev, direction, dscp, nbytes, npackets, congested=Fa
     if not 0 <= int(dscp) <= 63:
         raise ValueError("dscp must be 0..63")
     path = _path(root, netdev)
-    lock = open(os.path.join(os.path.dirname(path), ".lock"), "a")
+    lock = open(_lock_path(root), "a")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         st = state(root, netdev)
