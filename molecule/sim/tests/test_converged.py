@@ -72,3 +72,21 @@ def test_kernel_cmdline_next_boot(host):
     else:
         args = host.file(root + "/boot/grub/grub.cfg").content_string
     assert "iommu=pt" in args
+
+
+def test_acs_clear_on_every_path_bridge(host):
+    bridges = [b for b in _facts(host)["path_bridges"] if b["acs"]["present"]]
+    assert bridges
+    for b in bridges:
+        # ReqRedir | CmpltRedir | EgressCtrl
+        assert b["acs"]["ctrl"] & 0x2c == 0, (b["bdf"], hex(b["acs"]["ctrl"]))
+
+
+def test_boot_time_applier_installed(host):
+    root = _root(host)
+    assert host.file(root + "/etc/systemd/system/gpufabric-apply.service").exists
+    assert host.file(root + "/usr/local/sbin/gpufabric-apply").exists
+    rules = host.check_output("cat %s/etc/udev/rules.d/*gpufabric*.rules" % root)
+    assert 'SUBSYSTEM=="infiniband"' in rules and "gpufabric-apply@" in rules
+    state = json.loads(host.file(root + "/etc/gpufabric/state.json").content_string)
+    assert state["dcb"]["rails"] and state["rdma_cm"]["tos"] == 106
