@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import subprocess
 
 import pytest
 
@@ -150,3 +151,61 @@ def test_dispatch(el, capsys):
     assert capsys.readouterr().out == "0\n"
     assert grub.main(["grub.py", "grubby", "--default-index"]) == 0
     assert grub.main(["lilo"]) == 2
+
+
+UBUNTU_DISTRIBUTOR = "GRUB_DISTRIBUTOR=`( . /etc/os-release; echo ${NAME:-Ubuntu} ) 2>/dev/null || echo Ubuntu`\n"
+DEBIAN_DISTRIBUTOR = "GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`\n"
+RHEL_DISTRIBUTOR = "GRUB_DISTRIBUTOR=\"$(sed 's, release .*$,,g' /etc/system-release)\"\n"
+
+
+DISTRIBUTOR_CASES = [
+    ("ubuntu", 'NAME="Ubuntu"\nID=ubuntu\n', {}, UBUNTU_DISTRIBUTOR, "Ubuntu", "ubuntu"),
+    ("ubuntu via lsb_release", 'NAME="Ubuntu"\nID=ubuntu\n', {}, DEBIAN_DISTRIBUTOR, "Ubuntu", "ubuntu"),
+    ("debian", 'NAME="Debian GNU/Linux"\nID=debian\n', {}, DEBIAN_DISTRIBUTOR, "Debian GNU/Linux", "debian"),
+    ("made-up distro, os-release", 'NAME="Gfsim"\nID=gfsim\n', {}, UBUNTU_DISTRIBUTOR, "Gfsim GNU/Linux", "gfsim"),
+    ("made-up distro, lsb_release", 'NAME="Fabric OS"\nID=fabricos\n', {}, DEBIAN_DISTRIBUTOR,
+     "Fabricos GNU/Linux", "fabricos"),
+    ("rhel system-release", 'NAME="Red Hat Enterprise Linux"\nID="rhel"\n',
+     {"etc/system-release": "Red Hat Enterprise Linux release 9.4 (Plow)\n"}, RHEL_DISTRIBUTOR,
+     "Red Hat Enterprise Linux GNU/Linux", "red"),
+    ("none", 'NAME="Ubuntu"\nID=ubuntu\n', {}, "", "GNU/Linux", None),
+]
+
+
+@pytest.mark.parametrize("title,os_release,extra,distributor,menu,cls", DISTRIBUTOR_CASES,
+                         ids=[c[0] for c in DISTRIBUTOR_CASES])
+def test_distributor_is_the_nodes(deb, title, os_release, extra, distributor, menu, cls):
+    _w(deb, "etc/os-release", os_release)
+    for rel, text in extra.items():
+        _w(deb, rel, text)
+    _w(deb, "etc/default/grub", "GRUB_DEFAULT=0\n" + distributor + 'GRUB_CMDLINE_LINUX=""\n')
+    assert grub.source_defaults(deb)["GRUB_DISTRIBUTOR"] == menu.replace(" GNU/Linux", "").replace("GNU/Linux", "")
+    cfg = grub.generate_grub_cfg(deb)
+    first = [line for line in cfg.splitlines() if line.startswith("menuentry ")][0]
+    assert first.startswith("menuentry '%s' " % menu), title
+    assert ("--class %s --class gnu-linux" % cls in first) if cls else ("menuentry '%s' --class gnu-linux" % menu
+                                                                        in first)
+    assert "submenu 'Advanced options for %s'" % menu in cfg
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["-i", "-s"], "Ubuntu\n"),
+    (["-si"], "Ubuntu\n"),
+    (["--id", "--short"], "Ubuntu\n"),
+    (["-a"], "Distributor ID:\tUbuntu\nDescription:\tUbuntu 24.04.1 LTS\nRelease:\t24.04\nCodename:\tnoble\n"),
+    (["-rcs"], "24.04\nnoble\n"),
+])
+def test_lsb_release_stand_in(deb, tmp_path, args, expected):
+    _w(deb, "etc/os-release", 'PRETTY_NAME="Ubuntu 24.04.1 LTS"\nNAME="Ubuntu"\nVERSION_ID="24.04"\n'
+                              'VERSION_CODENAME=noble\nID=ubuntu\n')
+    script = tmp_path.parent / ("lsb-%s" % tmp_path.name)
+    script.write_text(grub.LSB_RELEASE % {"root": deb})
+    out = subprocess.run(["/bin/sh", str(script)] + args, stdout=subprocess.PIPE, universal_newlines=True).stdout
+    assert out == expected
+
+
+def test_sourcing_error_names_the_nodes_file(deb):
+    _w(deb, "etc/default/grub.d/50-bad.cfg", 'GRUB_CMDLINE_LINUX="unterminated\n')
+    with pytest.raises(RuntimeError) as e:
+        grub.generate_grub_cfg(deb)
+    assert "/etc/default/grub.d/50-bad.cfg" in str(e.value) and "gpufabric-grub-" not in str(e.value)

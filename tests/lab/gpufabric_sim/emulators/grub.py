@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Emulated bootloader tools of the simulated node: update-grub, grub-mkconfig, grub2-mkconfig, grubby.
 
-The node's root comes from ``GPUFABRIC_SYSROOT``; nothing outside it is read or written
-(apart from running ``/bin/sh`` to source the GRUB defaults, as grub-mkconfig does).
+The node's root comes from ``GPUFABRIC_SYSROOT``; nothing outside it is written (apart from a
+scratch directory below the host's temporary directory while the GRUB defaults are sourced with
+``/bin/sh``, as grub-mkconfig does).
 
 * ``update-grub`` = ``grub-mkconfig -o /boot/grub/grub.cfg``.  ``grub-mkconfig`` sources
   ``/etc/default/grub`` then ``/etc/default/grub.d/*.cfg`` with a real ``/bin/sh`` and writes a
@@ -12,7 +13,11 @@ The node's root comes from ``GPUFABRIC_SYSROOT``; nothing outside it is read or 
   release from ``/proc/sys/kernel/osrelease`` when there is none) with
   ``linux /boot/vmlinuz-<kver> root=<dev> ro <GRUB_CMDLINE_LINUX> <GRUB_CMDLINE_LINUX_DEFAULT>``,
   then "Advanced options" with normal and recovery entries per kernel.  Messages go to stderr
-  like grub's.
+  like grub's.  The defaults see the node, not the host: ``lsb_release`` and the release files
+  (``/etc/os-release``, ``/etc/system-release``, ...) they consult are the node's, so
+  GRUB_DISTRIBUTOR and the menu titles ("Ubuntu", "Debian GNU/Linux") are the node's.
+  ``generate_grub_cfg(root)`` returns that text (the tree builder writes a fresh node's grub.cfg
+  with it).
 * ``grubby`` manages Boot Loader Spec entries ``/boot/loader/entries/*.conf`` like grubby-bls:
   ``--info=ALL|DEFAULT|<kernel>|<index>``, ``--update-kernel=ALL|DEFAULT|<kernel>|<index>``
   with ``--args`` / ``--remove-args``, ``--default-kernel``, ``--default-index``.  Argument
@@ -29,8 +34,10 @@ __metaclass__ = type
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 SYSROOT_ENV = "GPUFABRIC_SYSROOT"
 DEFAULT_ROOT_DEV = "UUID=3f1a2c9e-5b7d-4e21-9a0c-6d8e2f4b1c70"
@@ -121,35 +128,120 @@ def loader_cmdline(words):
     return " ".join(out)
 
 
-def _os_release(root):
-    data = {}
-    for line in (_read(_p(root, "/etc/os-release"), "") or "").splitlines():
-        if "=" in line and not line.startswith("#"):
-            k, v = line.split("=", 1)
-            data[k.strip()] = v.strip().strip('"')
-    return data
-
-
 # --------------------------------------------------------------------------- grub-mkconfig
 
+# Files that tell which distribution this is. /etc/default/grub reads them while it is sourced
+# (Ubuntu: ``( . /etc/os-release; echo ${NAME:-Ubuntu} )``, RHEL: ``sed ... /etc/system-release``):
+# in the copies the emulator sources they name the node's files, not the host's.
+RELEASE_FILES = ("/etc/os-release", "/usr/lib/os-release", "/etc/lsb-release", "/etc/system-release",
+                 "/etc/redhat-release", "/etc/debian_version")
+_RELEASE_RE = re.compile(r"(?<![\w./-])(%s)(?![\w.-])" % "|".join(re.escape(f) for f in RELEASE_FILES))
+
+# ``lsb_release`` (Debian's /etc/default/grub runs ``lsb_release -i -s``) answering from the node's
+# os-release: distributor ID = ID with its first letter upper-cased, or NAME when it only differs
+# from ID in case; -d PRETTY_NAME, -r VERSION_ID, -c VERSION_CODENAME; -s prints the bare values.
+LSB_RELEASE = r"""#!/bin/sh
+# lsb_release of a gpufabric-sim node, written by the grub emulator for one grub-mkconfig run
+f="%(root)s/etc/os-release"
+[ -f "$f" ] || f="%(root)s/usr/lib/os-release"
+ID=; NAME=; PRETTY_NAME=; VERSION_ID=; VERSION_CODENAME=
+[ -f "$f" ] && . "$f"
+short=n; i=n; d=n; r=n; c=n
+for arg in "$@"; do
+    case "$arg" in
+        --short) short=y ;;
+        --id) i=y ;;
+        --description) d=y ;;
+        --release) r=y ;;
+        --codename) c=y ;;
+        --all) i=y; d=y; r=y; c=y ;;
+        --*) ;;
+        -*)
+            rest=${arg#-}
+            while [ -n "$rest" ]; do
+                ch=${rest%%"${rest#?}"}
+                rest=${rest#?}
+                case "$ch" in
+                    s) short=y ;;
+                    i) i=y ;;
+                    d) d=y ;;
+                    r) r=y ;;
+                    c) c=y ;;
+                    a) i=y; d=y; r=y; c=y ;;
+                esac
+            done ;;
+    esac
+done
+first=$(printf '%%s' "$ID" | cut -c1 | tr '[:lower:]' '[:upper:]')
+dist="$first$(printf '%%s' "$ID" | cut -c2-)"
+lower() { printf '%%s' "$1" | tr '[:upper:]' '[:lower:]'; }
+if [ -n "$NAME" ] && [ "$(lower "$NAME")" = "$(lower "$ID")" ]; then
+    dist="$NAME"
+fi
+show() {
+    if [ "$short" = y ]; then printf '%%s\n' "${2:-n/a}"; else printf '%%s:\t%%s\n' "$1" "${2:-n/a}"; fi
+}
+[ "$i" = y ] && show "Distributor ID" "$dist"
+[ "$d" = y ] && show "Description" "$PRETTY_NAME"
+[ "$r" = y ] && show "Release" "$VERSION_ID"
+[ "$c" = y ] && show "Codename" "$VERSION_CODENAME"
+exit 0
+"""
+
+DEFAULT_NAMES = ("GRUB_DEFAULT", "GRUB_DISTRIBUTOR", "GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT",
+                 "GRUB_DISABLE_RECOVERY", "GRUB_TIMEOUT", "GRUB_DISABLE_SUBMENU")
+
+
+def _node_view(text, node):
+    """A defaults file's text with the release files it reads pointing below ``node`` (a path)."""
+    return _RELEASE_RE.sub(lambda m: node + m.group(1), text)
+
+
 def source_defaults(root):
-    """Source /etc/default/grub and grub.d/*.cfg with /bin/sh like grub-mkconfig; returns the GRUB_* vars."""
-    names = ["GRUB_DEFAULT", "GRUB_DISTRIBUTOR", "GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT",
-             "GRUB_DISABLE_RECOVERY", "GRUB_TIMEOUT", "GRUB_DISABLE_SUBMENU"]
+    """Source /etc/default/grub and grub.d/*.cfg with /bin/sh like grub-mkconfig; returns the GRUB_* vars.
+
+    The shell runs with the node's view of what the defaults ask about the system: an ``lsb_release``
+    that reads the node's os-release comes first in PATH, and the release files the defaults read are
+    the node's (see RELEASE_FILES). The copies live in a scratch directory outside the node.
+    """
     script = (
         'sysconfdir="$1"; '
         'if test -f "${sysconfdir}/default/grub"; then . "${sysconfdir}/default/grub" || exit 1; fi; '
         'for x in "${sysconfdir}"/default/grub.d/*.cfg; do '
         'if [ -e "${x}" ]; then . "${x}" || exit 1; fi; done; '
-        + " ".join('printf "%%s\\0" "$%s";' % n for n in names))
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
-    proc = subprocess.Popen(["/bin/sh", "-c", script, "sh", _p(root, "/etc")], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.communicate()
+        + " ".join('printf "%%s\\0" "$%s";' % n for n in DEFAULT_NAMES))
+    scratch = tempfile.mkdtemp(prefix="gpufabric-grub-")
+    try:
+        node = os.path.join(scratch, "node")
+        os.symlink(root, node)
+        etc = os.path.join(scratch, "etc")
+        os.makedirs(os.path.join(etc, "default", "grub.d"))
+        bindir = os.path.join(scratch, "bin")
+        os.mkdir(bindir)
+        with open(os.path.join(bindir, "lsb_release"), "w") as f:
+            f.write(LSB_RELEASE % {"root": node})
+        os.chmod(os.path.join(bindir, "lsb_release"), 0o755)
+        sources = [("/etc/default/grub", _p(root, "/etc/default/grub"))]
+        d = _p(root, "/etc/default/grub.d")
+        for n in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            sources.append(("/etc/default/grub.d/" + n, os.path.join(d, n)))
+        for rel, src in sources:
+            if os.path.isfile(src):
+                with open(src) as f:
+                    text = f.read()
+                with open(os.path.join(scratch, rel.lstrip("/")), "w") as f:
+                    f.write(_node_view(text, node))
+        env = {"PATH": bindir + ":/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
+        proc = subprocess.Popen(["/bin/sh", "-c", script, "sh", etc], env=env, cwd="/",
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = proc.communicate()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     if proc.returncode != 0:
-        raise RuntimeError("sourcing /etc/default/grub failed: %s" % err.decode("utf-8", "replace").strip())
+        msg = err.decode("utf-8", "replace").replace(etc, "/etc").replace(node, "").strip()
+        raise RuntimeError("sourcing /etc/default/grub failed: %s" % msg)
     values = out.decode("utf-8", "replace").split("\0")
-    return dict(zip(names, values))
+    return dict(zip(DEFAULT_NAMES, values))
 
 
 def _kernels(root):
@@ -176,9 +268,19 @@ def _root_device(root):
     return DEFAULT_ROOT_DEV
 
 
+def menu_os(distributor):
+    """(OS, --class options) of 10_linux's menu entries for GRUB_DISTRIBUTOR: "GNU/Linux" without one,
+    the bare name for Ubuntu and Kubuntu (Ubuntu's 10_linux), else "<name> GNU/Linux"."""
+    dist = distributor.strip()
+    classes = "--class gnu-linux --class gnu --class os "
+    if not dist:
+        return "GNU/Linux", classes
+    first = re.sub(r"[^A-Za-z0-9_]", "_", dist.split()[0].lower())
+    return (dist if dist in ("Ubuntu", "Kubuntu") else "%s GNU/Linux" % dist), "--class %s %s" % (first, classes)
+
+
 def render_grub_cfg(root, values, kvers):
-    dist = values.get("GRUB_DISTRIBUTOR") or _os_release(root).get("NAME", "Debian GNU/Linux")
-    dist_os = "%s GNU/Linux" % dist if "Linux" not in dist else dist
+    dist_os, classes = menu_os(values.get("GRUB_DISTRIBUTOR", ""))
     rootdev = _root_device(root)
     linux_args = values.get("GRUB_CMDLINE_LINUX", "")
     default_args = values.get("GRUB_CMDLINE_LINUX_DEFAULT", "")
@@ -202,8 +304,8 @@ def render_grub_cfg(root, values, kvers):
     def entry(title, kver, args, indent):
         pad = "\t" * indent
         return [
-            "%smenuentry '%s' --class gnu-linux --class gnu --class os $menuentry_id_option "
-            "'gnulinux-%s-advanced' {" % (pad, title, kver),
+            "%smenuentry '%s' %s$menuentry_id_option "
+            "'gnulinux-%s-advanced' {" % (pad, title, classes, kver),
             "%s\tload_video" % pad,
             "%s\tinsmod gzio" % pad,
             "%s\techo\t'Loading Linux %s ...'" % (pad, kver),
@@ -270,6 +372,15 @@ def grub_mkconfig(argv, prog):
         sys.stdout.write(text)
     sys.stderr.write("done\n")
     return 0
+
+
+def generate_grub_cfg(root):
+    """The grub.cfg ``grub-mkconfig`` writes for the node now (RuntimeError when it would fail)."""
+    values = source_defaults(root)
+    kvers = _kernels(root)
+    if not kvers:
+        raise RuntimeError("no kernel image found below /boot")
+    return render_grub_cfg(root, values, kvers)
 
 
 def update_grub(argv):
