@@ -1,0 +1,584 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark: gpufabric.node against a builtin-modules baseline on simulated fleets (tests/lab).
+
+    .venv/bin/python tests/bench/run.py [--quick] [--sizes 1,8,32,64] [--reps 3] [--forks 16]
+
+Per fleet size: create a fleet of hgx-h200 nodes, then per repetition (order alternating collection/baseline):
+reset the fleet to its pristine state (files restored, simulated reboot), full converge (timed), no-op drift
+check (timed: playbooks/drift.yml vs the baseline with --check --diff). Plus fact gathering (gpufabric_facts vs
+setup), per-task host times from a callback (tests/bench/callback_plugins), SSH commands per node (-vvv, 1 node),
+the modules timed on the node and the module_utils timed in-process. Writes tests/bench/results/latest.json,
+latest.md and latest.png. docs/benchmarks.md explains the method.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+LAB = os.path.join(REPO, "tests", "lab")
+BUILD = os.path.join(REPO, ".build")
+BIN = os.path.dirname(sys.executable)
+RESULTS = os.path.join(HERE, "results")
+BASELINE = os.path.join(HERE, "baseline", "provision.yml")
+RAILS = ["ens%dnp0" % i for i in range(1, 9)]
+# directories a real host has and the simulated tree lacks (the baseline's copy/template need them)
+HOST_DIRS = ["usr/local/sbin", "etc/sysctl.d", "etc/udev/rules.d", "etc/systemd/system"]
+RESET_DIRS = ["etc", "boot", "usr", "var"]
+
+sys.path[:0] = [BUILD, LAB]
+
+COLLECTION_CONCERN = {
+    "gpufabric.node.kernel_cmdline": "cmdline", "gpufabric.node.pcie_acs": "acs", "gpufabric.node.dcb_qos": "dcb",
+    "gpufabric.node.rdma_cm_tos": "rdma_cm", "gpufabric.node.rail_sysctl": "sysctl",
+    "gpufabric.node.nccl_config": "nccl", "gpufabric.node.fabric_persist": "persistence",
+    "gpufabric.node.gpufabric_facts": "discovery", "ansible.builtin.setup": "discovery",
+}
+BASELINE_CONCERN = [  # task name prefix -> concern
+    ("Kernel arguments", "cmdline"), ("Update grub", "cmdline"), ("ACS", "acs"), ("Read ACS", "acs"),
+    ("Clear ReqRedir", "acs"), ("Read the DSCP", "dcb"), ("Map DSCP", "dcb"), ("Read PFC", "dcb"),
+    ("PFC on", "dcb"), ("Create the rdma_cm", "rdma_cm"), ("Wait for the kernel", "rdma_cm"),
+    ("Read the default RoCE", "rdma_cm"), ("Set the default RoCE", "rdma_cm"), ("ARP and rp_filter", "sysctl"),
+    ("NCCL", "nccl"), ("Boot-time", "persistence"), ("udev rule", "persistence"), ("Enable the boot", "persistence"),
+    ("Reload systemd", "persistence"), ("Reload udev", "persistence"),
+]
+
+
+def log(msg):
+    sys.stderr.write("[bench %s] %s\n" % (time.strftime("%H:%M:%S"), msg))
+    sys.stderr.flush()
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def env(extra=None):
+    link = os.path.join(BUILD, "ansible_collections", "gpufabric", "node")
+    if not os.path.exists(link):
+        os.makedirs(os.path.dirname(link))
+        os.symlink(REPO, link)
+    e = dict(os.environ)
+    e.update(PYTHONPATH=os.pathsep.join([BUILD, LAB]), ANSIBLE_COLLECTIONS_PATH=BUILD,
+             ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
+             ANSIBLE_CALLBACK_PLUGINS=os.path.join(HERE, "callback_plugins"),
+             ANSIBLE_CALLBACKS_ENABLED="bench_timer", PATH=BIN + os.pathsep + e.get("PATH", ""))
+    e.update(extra or {})
+    return e
+
+
+def ensure_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except ImportError:
+        log("installing matplotlib into %s (benchmark only)" % BIN)
+        p = subprocess.run([os.path.join(BIN, "pip"), "install", "-q", "matplotlib"])
+        return p.returncode == 0
+
+
+def sim(*args):
+    p = subprocess.run([sys.executable, "-m", "gpufabric_sim"] + list(args), env=env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True)
+    if p.returncode != 0:
+        raise RuntimeError("gpufabric_sim %s failed: %s %s" % (args[0], p.stdout[-2000:], p.stderr[-2000:]))
+    return p.stdout
+
+
+class Fleet(object):
+    def __init__(self, path, n):
+        self.path, self.n = path, n
+        self.inventory = os.path.join(path, "inventory.yml")
+        self.nodes = ["sim%d" % i for i in range(1, n + 1)]
+        self.pristine = path + ".pristine"
+
+    def create(self):
+        self.destroy()
+        t0 = time.time()
+        out = json.loads(sim("create", "--fleet", self.path, "--nodes", str(self.n), "--topology", "hgx-h200"))
+        self.create_s = time.time() - t0
+        self.nodes = out["nodes"]
+        for node in self.nodes:
+            root = self.root(node)
+            for d in HOST_DIRS:
+                os.makedirs(os.path.join(root, d), exist_ok=True)
+            # the emulators create their lock files on first use; take the snapshot after that
+            for tool in ("dcb", "ethtool"):
+                subprocess.run([os.path.join(self.path, node, "bin", tool), "-V"], env=dict(
+                    os.environ, GPUFABRIC_SYSROOT=root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for d in RESET_DIRS:
+                dst = os.path.join(self.pristine, node, d)
+                shutil.copytree(os.path.join(root, d), dst, symlinks=True)
+        return self
+
+    def root(self, node):
+        return os.path.join(self.path, node, "root")
+
+    def reset(self):
+        """Back to the pristine state: files below etc/boot/usr/var restored, then a simulated reboot."""
+        from gpufabric_sim import runtime
+        t0 = time.time()
+        for node in self.nodes:
+            for d in RESET_DIRS:
+                runtime.sync_tree(os.path.join(self.pristine, node, d), os.path.join(self.root(node), d))
+            runtime.reboot(self.path, node)
+        return time.time() - t0
+
+    def destroy(self):
+        subprocess.run([sys.executable, "-m", "gpufabric_sim", "destroy", "--fleet", self.path], env=env(),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.pristine, ignore_errors=True)
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def playbook(fleet, path, args, forks, logdir, tag, verbose=False, extra_env=None):
+    fd, timer = tempfile.mkstemp(suffix=".json", prefix="bench-timer-")
+    os.close(fd)
+    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", fleet.inventory, path, "-f", str(forks)] + list(args)
+    if verbose:
+        cmd.append("-vvv")
+    t0 = time.time()
+    with open(os.path.join(logdir, tag + ".log"), "w") as out:
+        p = subprocess.run(cmd, env=env(dict(BENCH_TIMER_OUT=timer, **(extra_env or {}))), stdout=out,
+                           stderr=subprocess.STDOUT, cwd=REPO)
+    wall = time.time() - t0
+    try:
+        with open(timer) as f:
+            rec = json.load(f)
+    except (IOError, ValueError):
+        rec = {"tasks": []}
+    os.unlink(timer)
+    return {"rc": p.returncode, "wall_s": round(wall, 3), "tasks": rec["tasks"], "log": out.name}
+
+
+def run_collection_converge(fleet, forks, logdir, tag):
+    return playbook(fleet, os.path.join(REPO, "playbooks", "provision.yml"), [], forks, logdir, tag)
+
+
+def run_collection_drift(fleet, forks, logdir, tag, verbose=False, extra_env=None):
+    return playbook(fleet, os.path.join(REPO, "playbooks", "drift.yml"),
+                    ["-e", "gpufabric_report_dir=%s" % os.path.join(logdir, "reports")], forks, logdir, tag,
+                    verbose, extra_env)
+
+
+def run_baseline_converge(fleet, forks, logdir, tag):
+    return playbook(fleet, BASELINE, ["--diff"], forks, logdir, tag)
+
+
+def run_baseline_drift(fleet, forks, logdir, tag, verbose=False):
+    return playbook(fleet, BASELINE, ["--check", "--diff"], forks, logdir, tag, verbose)
+
+
+def concern_of(variant, task):
+    if variant == "collection":
+        return COLLECTION_CONCERN.get(task["action"])
+    for prefix, concern in BASELINE_CONCERN:
+        if task["task"].startswith(prefix):
+            return concern
+    return None
+
+
+def per_concern(variant, runs):
+    """Median over runs of the per-host sum of task seconds, per concern."""
+    out = {}
+    for run in runs:
+        sums = {}
+        for t in run["tasks"]:
+            c = concern_of(variant, t)
+            if c:
+                sums.setdefault(c, {}).setdefault(t["host"], 0.0)
+                sums[c][t["host"]] += t["seconds"]
+        for c, hosts in sums.items():
+            out.setdefault(c, []).append(statistics.median(hosts.values()))
+    return {c: round(statistics.median(v), 3) for c, v in sorted(out.items())}
+
+
+def task_executions(runs):
+    """Median over runs of the module executions per host (loop items count one each)."""
+    counts = []
+    for run in runs:
+        per = {}
+        for t in run["tasks"]:
+            if t["status"] == "skipped" or t["action"] in ("ansible.builtin.set_fact", "set_fact",
+                                                           "ansible.builtin.assert", "assert",
+                                                           "ansible.builtin.debug", "debug",
+                                                           "ansible.builtin.include_role", "include_role",
+                                                           "ansible.builtin.validate_argument_spec",
+                                                           "validate_argument_spec", "ansible.builtin.meta"):
+                continue
+            per[t["host"]] = per.get(t["host"], 0) + (t["items"] or 1)
+        if per:
+            counts.append(statistics.median(per.values()))
+    return statistics.median(counts) if counts else None
+
+
+def ssh_execs(logfile, nodes):
+    """SSH commands (exec + file transfers) per node from a -vvv log of a 1-node run."""
+    with open(logfile) as f:
+        text = f.read()
+    execs = len(re.findall(r"SSH: EXEC (ssh|sftp|scp)", text))
+    puts = len(re.findall(r"> PUT ", text))
+    return {"ssh_commands_per_node": round(execs / float(nodes), 1), "file_transfers_per_node":
+            round(puts / float(nodes), 1)}
+
+
+def med(values):
+    return round(statistics.median(values), 3) if values else None
+
+
+def node_exec(fleet, node, argv):
+    p = subprocess.run([sys.executable, "-m", "gpufabric_sim", "exec", "--fleet", fleet.path, "--node", node,
+                        "--"] + argv, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+MODULE_ARGS = [
+    ("gpufabric_facts", {}),
+    ("kernel_cmdline", {"present": ["iommu=pt"], "absent": ["iommu.passthrough=0", "intel_iommu=off",
+                                                            "amd_iommu=off"]}),
+    ("pcie_acs", {"clear": ["ReqRedir", "CmpltRedir", "EgressCtrl"], "pairs": "paired",
+                  "persist": "kernel_cmdline"}),
+    ("dcb_qos", {"rails": RAILS, "dscp_map": [{"dscp": 26, "priority": 3}], "pfc_priorities": [3],
+                 "trust": "dscp"}),
+    ("rdma_cm_tos", {"rails": RAILS, "tos": 106, "expected_dscp": 26}),
+    ("rail_sysctl", {"rails": RAILS, "arp_ignore": 1, "arp_announce": 2, "rp_filter": 2, "routing": False}),
+    ("nccl_config", {"rails": RAILS, "path": "/etc/nccl.conf", "tc": 106}),
+    ("fabric_persist", {"state": "present"}),
+]
+
+
+def module_times(fleet, reps):
+    """Each module run on the (converged) node in check mode, fresh interpreter per run, median of reps."""
+    py = os.path.join(BIN, "python")
+    out = {}
+    for name, args in MODULE_ARGS:
+        runs = []
+        for _ in range(reps):
+            rc, so, se = node_exec(fleet, fleet.nodes[0], ["env", "PYTHONPATH=%s" % BUILD, py,
+                                                           os.path.join(HERE, "module_timer.py"), name,
+                                                           json.dumps(args), "--check"])
+            try:
+                runs.append(json.loads(so.strip().splitlines()[-1]))
+            except (ValueError, IndexError):
+                runs.append({"failed": True, "msg": (so + se)[-300:]})
+        ok = [r for r in runs if not r.get("failed")]
+        out[name] = {"import_s": med([r["import_s"] for r in ok]), "run_s": med([r["run_s"] for r in ok]),
+                     "changed": any(r.get("changed") for r in ok),
+                     "failed": [r.get("msg") for r in runs if r.get("failed")][:1]}
+    return out
+
+
+def inprocess(fleet, reps):
+    rc, so, se = node_exec(fleet, fleet.nodes[0], ["env", "PYTHONPATH=%s:%s" % (BUILD, LAB),
+                                                   os.path.join(BIN, "python"), os.path.join(HERE, "inprocess.py"),
+                                                   ",".join(RAILS), str(reps)])
+    try:
+        return json.loads(so.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": (so + se)[-500:]}
+
+
+def vendor_nfs_cached(fleet):
+    """vendor_nfs_build's cached path: only measured when the module can run here (needs a source tarball)."""
+    path = os.path.join(REPO, "plugins", "modules", "vendor_nfs_build.py")
+    if not os.path.exists(path):
+        return {"measured": False, "why": "plugins/modules/vendor_nfs_build.py does not exist"}
+    return {"measured": False, "why": "not measured by this runner; see docs/benchmarks.md"}
+
+
+def bench_size(n, args, logroot):
+    log("fleet of %d node(s): creating" % n)
+    fleet = Fleet(os.path.join(args.workdir, "n%d" % n), n)
+    fleet.create()
+    logdir = os.path.join(logroot, "n%d" % n)
+    os.makedirs(logdir, exist_ok=True)
+    res = {"nodes": n, "create_s": round(fleet.create_s, 2), "load_start": loadavg(), "runs": []}
+    try:
+        subprocess.run([os.path.join(BIN, "ansible"), "-i", fleet.inventory, "all", "-m", "ansible.builtin.ping",
+                        "-f", str(args.forks)], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        reps = args.reps if n <= 8 else max(1, args.reps_large)
+        raw = {"collection": {"converge": [], "drift": []}, "baseline": {"converge": [], "drift": []}}
+        variants = {
+            "collection": (run_collection_converge, run_collection_drift),
+            "baseline": (run_baseline_converge, run_baseline_drift),
+        }
+        for r in range(reps):
+            order = ["collection", "baseline"] if r % 2 == 0 else ["baseline", "collection"]
+            for v in order:
+                conv, drift = variants[v]
+                reset_s = fleet.reset()
+                c = conv(fleet, args.forks, logdir, "%s-converge-%d" % (v, r))
+                d = drift(fleet, args.forks, logdir, "%s-drift-%d" % (v, r))
+                log("n=%d rep %d %s: converge %.1fs rc=%d, drift %.1fs rc=%d (reset %.1fs, load %s)"
+                    % (n, r, v, c["wall_s"], c["rc"], d["wall_s"], d["rc"], reset_s, loadavg()[0]))
+                raw[v]["converge"].append(c)
+                raw[v]["drift"].append(d)
+                res["runs"].append({"rep": r, "variant": v, "reset_s": round(reset_s, 2),
+                                    "converge_s": c["wall_s"], "converge_rc": c["rc"],
+                                    "drift_s": d["wall_s"], "drift_rc": d["rc"], "load1": loadavg()[0]})
+        for v in raw:
+            res[v] = {
+                "converge_s": med([x["wall_s"] for x in raw[v]["converge"]]),
+                "drift_s": med([x["wall_s"] for x in raw[v]["drift"]]),
+                "all_rc_zero": all(x["rc"] == 0 for x in raw[v]["converge"] + raw[v]["drift"]),
+                "drift_per_concern_s": per_concern(v, raw[v]["drift"]),
+                "converge_per_concern_s": per_concern(v, raw[v]["converge"]),
+                "drift_module_executions_per_node": task_executions(raw[v]["drift"]),
+                "converge_module_executions_per_node": task_executions(raw[v]["converge"]),
+            }
+        for key in ("converge_s", "drift_s"):
+            c, b = res["collection"][key], res["baseline"][key]
+            res["speedup_" + key.replace("_s", "")] = round(b / c, 2) if c and b else None
+        # fact gathering (state does not matter); the fleet is in the last variant's converged state
+        facts = [playbook(fleet, os.path.join(HERE, "playbooks", "facts.yml"), [], args.forks, logdir,
+                          "facts-%d" % i) for i in range(reps)]
+        fr = {}
+        for t in [t for run in facts for t in run["tasks"]]:
+            fr.setdefault(t["task"], []).append(t["seconds"])
+        res["facts_task_s"] = {k: med(v) for k, v in fr.items()}
+        if n == 1:
+            # converge and drift once more with -vvv to count SSH commands (not timed), then the module timings
+            for v in ("baseline", "collection"):
+                fleet.reset()
+                conv, drift = variants[v]
+                conv_v = playbook(fleet, os.path.join(REPO, "playbooks", "provision.yml") if v == "collection"
+                                  else BASELINE, ["--diff"] if v == "baseline" else [], args.forks, logdir,
+                                  "%s-converge-vvv" % v, verbose=True)
+                drift_v = (run_collection_drift(fleet, args.forks, logdir, "%s-drift-vvv" % v, verbose=True)
+                           if v == "collection" else run_baseline_drift(fleet, args.forks, logdir,
+                                                                        "%s-drift-vvv" % v, verbose=True))
+                res[v]["ssh_converge"] = ssh_execs(conv_v["log"], n)
+                res[v]["ssh_drift"] = ssh_execs(drift_v["log"], n)
+            # the fleet is now converged by the collection: module timings in check mode (no-op)
+            res["module_host_s"] = module_times(fleet, args.module_reps)
+            res["inprocess"] = inprocess(fleet, args.module_reps)
+            if args.mitogen:
+                res["mitogen"] = mitogen(fleet, args, logdir)
+    finally:
+        res["load_end"] = loadavg()
+        log("fleet of %d node(s): destroying" % n)
+        fleet.destroy()
+    return res
+
+
+def mitogen(fleet, args, logdir):
+    """The collection's drift check under Mitogen's strategy, from a separate venv (--mitogen-venv)."""
+    venv = args.mitogen_venv
+    py = os.path.join(venv, "bin", "python")
+    if not os.path.exists(py):
+        return {"ok": False, "why": "no venv at %s (python -m venv DIR; DIR/bin/pip install mitogen ansible-core)"
+                % venv}
+    p = subprocess.run([py, "-c", "import ansible_mitogen, os, ansible, mitogen; print(os.path.dirname("
+                        "ansible_mitogen.__file__)); print(ansible.__version__); print(mitogen.__version__)"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if p.returncode != 0:
+        return {"ok": False, "why": p.stderr[-500:]}
+    mdir, core, mver = p.stdout.split()
+    out = {"ansible_core": core, "mitogen": ".".join(str(x) for x in mver.strip("()").split(",")) if "(" in mver
+           else mver}
+    e = env(dict(ANSIBLE_STRATEGY_PLUGINS=os.path.join(mdir, "plugins", "strategy"),
+                 ANSIBLE_STRATEGY="mitogen_linear", PATH=os.path.join(venv, "bin") + os.pathsep + os.environ["PATH"]))
+    t0 = time.time()
+    with open(os.path.join(logdir, "mitogen-drift.log"), "w") as f:
+        r = subprocess.run([os.path.join(venv, "bin", "ansible-playbook"), "-i", fleet.inventory,
+                            os.path.join(REPO, "playbooks", "drift.yml"), "-e",
+                            "gpufabric_report_dir=%s" % os.path.join(logdir, "reports")], env=e, stdout=f,
+                           stderr=subprocess.STDOUT, cwd=REPO)
+    out["drift_s"] = round(time.time() - t0, 3)
+    out["rc"] = r.returncode
+    with open(os.path.join(logdir, "mitogen-drift.log")) as f:
+        text = f.read()
+    out["ok"] = r.returncode == 0
+    if not out["ok"]:
+        errs = [ln for ln in text.splitlines() if "ERROR" in ln or "Error" in ln or "error" in ln]
+        out["error"] = (errs[:3] or text.splitlines()[-5:])
+    return out
+
+
+def goals(results):
+    by_n = {r["nodes"]: r for r in results["sizes"]}
+    g = []
+    one = by_n.get(1)
+    if one:
+        s = one.get("speedup_drift")
+        g.append({"goal": "no-op drift check of one 8-rail node >= 5x faster than the baseline",
+                  "value": "%sx" % s, "met": bool(s and s >= 5)})
+        for key, label in (("drift_s", "no-op drift check"), ("converge_s", "full converge")):
+            for n, r in sorted(by_n.items()):
+                if n <= 1:
+                    continue
+                limit = 1.3 * max(1.0, n / float(results["forks"])) * one["collection"][key]
+                val = r["collection"][key]
+                g.append({"goal": "%s, %d nodes at forks=%d <= 1.3 x %g x single-node (%.1fs)"
+                          % (label, n, results["forks"], max(1.0, n / float(results["forks"])), limit),
+                          "value": "%.1fs" % val, "met": val <= limit, "scope_nodes": n})
+        inproc = one.get("inprocess", {})
+        for name, v in sorted(inproc.items()):
+            if isinstance(v, dict) and "median_s" in v and name != "dcb_apply_check_spawn":
+                g.append({"goal": "module_utils %s < 100 ms (8 rails, in-process)" % name,
+                          "value": "%.1f ms" % (v["median_s"] * 1000), "met": v["median_s"] < 0.1})
+        for name, v in sorted(one.get("module_host_s", {}).items()):
+            if v.get("run_s") is not None:
+                g.append({"goal": "module %s host-side main() < 100 ms (check mode, no-op, sim node)" % name,
+                          "value": "%.0f ms (+%.0f ms import)" % (v["run_s"] * 1000, (v["import_s"] or 0) * 1000),
+                          "met": v["run_s"] < 0.1})
+    vn = results.get("vendor_nfs_build_cached", {})
+    g.append({"goal": "vendor client rebuild for unchanged (source, kernel) < 2 s",
+              "value": vn.get("seconds", "not measured: %s" % vn.get("why")), "met": vn.get("met")})
+    return g
+
+
+def write_md(results, path):
+    L = ["# Benchmark: gpufabric.node vs builtin-modules baseline", "",
+         "Generated by `tests/bench/run.py` on %s; %s CPU(s); load average at start %s, end %s; forks=%d; "
+         "%d repetition(s) for <= 8 nodes, %d above; medians. Method: docs/benchmarks.md."
+         % (results["date"], results["cpus"], results["load_start"], results["load_end"], results["forks"],
+            results["reps"], results["reps_large"]), "",
+         "| nodes | collection converge s | baseline converge s | speedup | collection drift s | "
+         "baseline drift s | speedup | load1 during |", "|---|---|---|---|---|---|---|---|"]
+    for r in results["sizes"]:
+        loads = [x["load1"] for x in r["runs"]]
+        L.append("| %d | %s | %s | %sx | %s | %s | %sx | %s |" % (
+            r["nodes"], r["collection"]["converge_s"], r["baseline"]["converge_s"], r.get("speedup_converge"),
+            r["collection"]["drift_s"], r["baseline"]["drift_s"], r.get("speedup_drift"),
+            "%.1f-%.1f" % (min(loads), max(loads)) if loads else "-"))
+    L += ["", "## Per concern, no-op drift check (median seconds per host, sum of that concern's tasks)", "",
+          "| nodes | concern | collection | baseline |", "|---|---|---|---|"]
+    for r in results["sizes"]:
+        cc, bc = r["collection"]["drift_per_concern_s"], r["baseline"]["drift_per_concern_s"]
+        for c in sorted(set(cc) | set(bc)):
+            L.append("| %d | %s | %s | %s |" % (r["nodes"], c, cc.get(c, "-"), bc.get(c, "-")))
+    L += ["", "## Module executions and SSH commands per node", "",
+          "| nodes | variant | module executions drift | module executions converge | SSH cmds drift | "
+          "SSH cmds converge |", "|---|---|---|---|---|---|"]
+    for r in results["sizes"]:
+        for v in ("collection", "baseline"):
+            x = r[v]
+            L.append("| %d | %s | %s | %s | %s | %s |" % (
+                r["nodes"], v, x["drift_module_executions_per_node"], x["converge_module_executions_per_node"],
+                x.get("ssh_drift", {}).get("ssh_commands_per_node", "-"),
+                x.get("ssh_converge", {}).get("ssh_commands_per_node", "-")))
+    L += ["", "## Fact gathering (median seconds per host)", "", "| nodes | task | seconds |", "|---|---|---|"]
+    for r in results["sizes"]:
+        for k, v in sorted(r.get("facts_task_s", {}).items()):
+            L.append("| %d | %s | %s |" % (r["nodes"], k, v))
+    one = [r for r in results["sizes"] if r["nodes"] == 1]
+    if one:
+        one = one[0]
+        L += ["", "## Modules on the node (check mode, converged, fresh interpreter; median)", "",
+              "| module | import s | main() s |", "|---|---|---|"]
+        for k, v in sorted(one.get("module_host_s", {}).items()):
+            L.append("| %s | %s | %s |" % (k, v["import_s"], v["run_s"]))
+        L += ["", "## module_utils in-process (8 rails, check mode; median)", "",
+              "| function | ms | commands run |", "|---|---|---|"]
+        for k, v in sorted(one.get("inprocess", {}).items()):
+            if isinstance(v, dict) and "median_s" in v:
+                L.append("| %s | %.2f | %s |" % (k, v["median_s"] * 1000, v["commands"]))
+            elif not isinstance(v, dict):
+                L.append("| %s | %.2f | - |" % (k, v * 1000))
+        if "mitogen" in one:
+            L += ["", "## Mitogen", "", "```", json.dumps(one["mitogen"], indent=1), "```"]
+    L += ["", "## Goals", "", "| goal | value | met |", "|---|---|---|"]
+    for g in results["goals"]:
+        L.append("| %s | %s | %s |" % (g["goal"], g["value"], {True: "yes", False: "NO", None: "n/a"}[g["met"]]))
+    with open(path, "w") as f:
+        f.write("\n".join(L) + "\n")
+
+
+def plot(results, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ns = [r["nodes"] for r in results["sizes"]]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, key, title in ((axes[0], "converge_s", "full converge"), (axes[1], "drift_s", "no-op drift check")):
+        for v, style in (("collection", "o-"), ("baseline", "s--")):
+            ax.plot(ns, [r[v][key] for r in results["sizes"]], style, label=v)
+        one = [r for r in results["sizes"] if r["nodes"] == 1]
+        if one:
+            t1 = one[0]["collection"][key]
+            ax.plot(ns, [1.3 * max(1.0, n / float(results["forks"])) * t1 for n in ns], ":", color="grey",
+                    label="goal: 1.3 x max(1, n/forks) x 1-node")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ns)
+        ax.set_xticklabels([str(n) for n in ns])
+        ax.set_xlabel("nodes (8 rails each, forks=%d)" % results["forks"])
+        ax.set_ylabel("seconds (median)")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("gpufabric.node vs builtin baseline, simulated hgx-h200 fleet, %d CPUs, load %s"
+                 % (results["cpus"], results["load_start"][0]), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="1 and 8 nodes, 2 repetitions")
+    ap.add_argument("--sizes", default="1,8,32,64")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions for fleets of <= 8 nodes")
+    ap.add_argument("--reps-large", type=int, default=1, help="repetitions for larger fleets")
+    ap.add_argument("--module-reps", type=int, default=5)
+    ap.add_argument("--forks", type=int, default=16)
+    ap.add_argument("--workdir", default="/tmp/gpufabric-bench")
+    ap.add_argument("--out", default=RESULTS)
+    ap.add_argument("--name", default="latest")
+    ap.add_argument("--mitogen", action="store_true", help="also run the drift check under Mitogen (1 node)")
+    ap.add_argument("--mitogen-venv", default="/tmp/mitovenv")
+    ap.add_argument("--max-load", type=float, default=None,
+                    help="wait (up to 10 min) until the 1-minute load average is below this before starting")
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        sys.exit("the benchmark needs root (simulated fleet: network namespaces, sshd)")
+    sizes = [1, 8] if args.quick else [int(x) for x in args.sizes.split(",")]
+    if args.quick:
+        args.reps = min(args.reps, 2)
+    have_plot = ensure_matplotlib()
+    if args.max_load is not None:
+        deadline = time.time() + 600
+        while loadavg()[0] > args.max_load and time.time() < deadline:
+            log("load %.2f > %.2f: waiting" % (loadavg()[0], args.max_load))
+            time.sleep(20)
+    os.makedirs(args.workdir, exist_ok=True)
+    os.makedirs(args.out, exist_ok=True)
+    logroot = tempfile.mkdtemp(prefix="logs-", dir=args.workdir)
+    import ansible
+    results = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpus": os.cpu_count(),
+               "python": platform.python_version(), "ansible_core": ansible.__version__, "forks": args.forks,
+               "reps": args.reps, "reps_large": args.reps_large, "load_start": loadavg(), "logs": logroot,
+               "topology": "hgx-h200", "sizes": []}
+    t0 = time.time()
+    for n in sizes:
+        results["sizes"].append(bench_size(n, args, logroot))
+    results["vendor_nfs_build_cached"] = vendor_nfs_cached(None)
+    results["load_end"] = loadavg()
+    results["total_s"] = round(time.time() - t0, 1)
+    results["goals"] = goals(results)
+    with open(os.path.join(args.out, args.name + ".json"), "w") as f:
+        json.dump(results, f, indent=1, sort_keys=True)
+    write_md(results, os.path.join(args.out, args.name + ".md"))
+    if have_plot:
+        plot(results, os.path.join(args.out, args.name + ".png"))
+    log("done in %.0fs: %s" % (results["total_s"], os.path.join(args.out, args.name + ".md")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
