@@ -14,11 +14,11 @@ short_description: Write the fleet drift report (JSON and Markdown) from the mod
 description:
   - Aggregates the C(drift) lists that the gpufabric modules return per node (concern, object, setting, current,
     desired) into one fleet report, written as JSON and Markdown.
-  - Meant to run once on the controller (C(delegate_to: localhost), C(run_once: true)) at the end of C(drift.yml).
+  - "Meant to run once on the controller (C(delegate_to: localhost), C(run_once: true)) at the end of C(drift.yml)."
   - Files are written atomically and only when their content changes.
 version_added: 0.1.0
 author:
-  - gpufabric developers
+  - gpufabric developers (@gpufabric)
 options:
   nodes:
     description:
@@ -52,11 +52,15 @@ options:
     default: false
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode the report is built and returned but no file is written.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
     platforms: posix
 """
 

@@ -29,7 +29,7 @@ description:
   - Never reboots. Use the returned C(reboot_required) (the C(gpufabric.node.iommu) role reboots through a
     handler gated by a variable).
 author:
-  - gpufabric developers
+  - gpufabric developers (@gpufabric)
 options:
   present:
     description:
@@ -66,12 +66,16 @@ options:
     default: true
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Nothing is written and neither update-grub nor a mutating grubby command runs.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the effective GRUB variables (Debian) or the default entry's args (EL) before and after.
   platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
     platforms: posix
     details: Linux with GRUB 2 (Debian/Ubuntu drop-in) or grubby (EL with Boot Loader Spec entries).
 notes:
