@@ -14,6 +14,7 @@ import struct
 import pytest
 
 from gpufabric_sim import topology
+from gpufabric_sim.emulators import grub
 from gpufabric_sim.tree import build_tree
 
 MANIFEST_KEYS = {"name", "topology", "kernel_release", "os", "iproute2_version", "gpus", "rails"}
@@ -152,6 +153,36 @@ def test_host_files(built):
     assert "Open Kernel Module" in read("proc/driver/nvidia/version")
     for n in topo["numa_nodes"]:
         assert read("sys/devices/system/node/node%d/cpulist" % n).strip() == topo["numa_nodes"][n]
+
+
+def test_fresh_node_boots_its_own_cmdline(built):
+    """The boot loader config the installer leaves: the next boot gives the running command line."""
+    _name, root, manifest = built
+    with open(os.path.join(root, "proc/cmdline")) as f:
+        cmdline = f.read().strip()
+    assert grub.next_boot_cmdline(root) == cmdline
+    if manifest["os"] == "rhel":
+        assert os.path.isfile(os.path.join(root, "etc/kernel/cmdline"))
+        assert os.readlink(os.path.join(root, "etc/system-release")) == "redhat-release"
+        assert not os.path.exists(os.path.join(root, "boot/grub/grub.cfg"))
+    else:
+        cfg = os.path.join(root, "boot/grub/grub.cfg")
+        with open(cfg) as f:
+            assert f.read() == grub.generate_grub_cfg(root), "one implementation: update-grub's output"
+        assert os.stat(cfg).st_mode & 0o777 == 0o444
+
+
+@pytest.mark.parametrize("os_name,menu", [("ubuntu", "Ubuntu"), ("debian", "Debian GNU/Linux")])
+def test_installer_grub_defaults_follow_the_cmdline(tmp_path, os_name, menu):
+    root = str(tmp_path / "root")
+    cmdline = "BOOT_IMAGE=/boot/vmlinuz-6.1.0-25-amd64 root=UUID=ab ro quiet nosmt=force"
+    build_tree(root, {"os": os_name, "kernel_release": "6.1.0-25-amd64", "cmdline": cmdline, "root_buses": []})
+    with open(os.path.join(root, "etc/default/grub")) as f:
+        defaults = f.read()
+    assert 'GRUB_CMDLINE_LINUX="quiet nosmt=force"\n' in defaults and 'GRUB_CMDLINE_LINUX_DEFAULT=""\n' in defaults
+    assert grub.next_boot_cmdline(root) == cmdline
+    with open(os.path.join(root, "boot/grub/grub.cfg")) as f:
+        assert "\nmenuentry '%s' --class %s " % (menu, os_name) in f.read()
 
 
 def test_hgx_specifics(tmp_path):

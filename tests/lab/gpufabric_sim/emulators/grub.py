@@ -65,14 +65,21 @@ def _read(path, default=None):
         return default
 
 
-def _write_atomic(path, text):
+def _write_atomic(path, text, mode=None):
     d = os.path.dirname(path)
     if not os.path.isdir(d):
         os.makedirs(d)
     tmp = path + ".new"
     with open(tmp, "w") as f:
         f.write(text)
+    if mode is not None:
+        os.chmod(tmp, mode)
     os.rename(tmp, path)
+
+
+def grub_cfg_mode(text):
+    """grub-mkconfig makes its output read-only (0444) unless it holds a password."""
+    return 0o600 if re.search(r"^\s*password", text, re.M) else 0o444
 
 
 def _version_key(v):
@@ -367,7 +374,7 @@ def grub_mkconfig(argv, prog):
                      "Systems on them will not be added to the GRUB boot configuration.\n"
                      "Check GRUB_DISABLE_OS_PROBER documentation entry.\n")
     if out_file:
-        _write_atomic(_p(root, out_file), text)
+        _write_atomic(_p(root, out_file), text, grub_cfg_mode(text))
     else:
         sys.stdout.write(text)
     sys.stderr.write("done\n")
