@@ -764,7 +764,7 @@ class GrubbyBackend(object):
         return cmds
 
     def apply(self, plan, present, absent):
-        for _ in range(self.max_passes):
+        for _pass in range(self.max_passes):
             ents = self.entries()
             self.todo = []
             for e in ents:
@@ -846,4 +846,3 @@ def ensure(present, absent, run, bin_path, bootloader="auto", update_bootloader=
         "drift": drift,
         "diff": plan.diff,
     }
-

@@ -446,8 +446,8 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
                                    % (" ".join(argv), netdev, rc, (err or out or "").strip()))
             if res["commands"]:
                 after = read_rail(run, netdev, with_ets=with_ets, apptrust=res["apptrust_supported"])
-                _, left = plan_rail(netdev, after, want, driver=res["driver"],
-                                    apptrust=res["apptrust_supported"])
+                left = plan_rail(netdev, after, want, driver=res["driver"],
+                                 apptrust=res["apptrust_supported"])[1]
                 if left:
                     raise DcbError(
                         "rail %s does not read back as configured after %s: %s"
@@ -488,8 +488,8 @@ def diff_text(results, key):
         s = r.get(key) or {}
         lines.append("%s trust=%s pfc=%s %s\n" % (
             r["rail"], s.get("trust"), ",".join(str(p) for p in s.get("pfc", [])) or "none",
-            " ".join("dscp%s->%s" % (d, p) for d, p in sorted(s.get("dscp_prio", {}).items(),
-                                                            key=lambda kv: int(kv[0])))))
+            " ".join("dscp%s->%s" % (d, p)
+                     for d, p in sorted(s.get("dscp_prio", {}).items(), key=lambda kv: int(kv[0])))))
         if s.get("ets") is not None:
             lines.append("%s ets tsa=%s bw=%s prio_tc=%s\n" % (
                 r["rail"], ",".join(s["ets"]["tc_tsa"]), ",".join(str(b) for b in s["ets"]["tc_bw"]),
