@@ -170,6 +170,7 @@ def run(fleet, poll=0.05, rescan=1.0, stop_after=None):
     roots = []
     last_scan = 0.0
     started = time.time()
+
     def stop(_sig, _frm):
         raise SystemExit(0)  # interrupts a waiting select() at once
 
@@ -219,7 +220,7 @@ def run(fleet, poll=0.05, rescan=1.0, stop_after=None):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="gpufabric_sim.configfs_watch", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="gpufabric_sim.configfs_watch", description=__doc__.split("\n", maxsplit=1)[0])
     p.add_argument("--fleet", required=True)
     args = p.parse_args(argv)
     return run(os.path.abspath(args.fleet))

@@ -222,14 +222,14 @@ PLAN_CASES = [
     ("pfc-disable-all", _cur(MLX5_64, [3]), dcb.normalize_desired({"pfc_priorities": []}), "mlx5_core",
      False, [["dcb", "pfc", "set", "dev", "r0", "prio-pfc", "all:off"]], ["pfc"]),
     ("ets-given", _cur(MLX5_64, [3], ets={"tc_tsa": ["vendor"] * 8, "tc_bw": [100] * 8,
-                                         "prio_tc": [1, 0, 2, 3, 4, 5, 6, 7]}),
+                                          "prio_tc": [1, 0, 2, 3, 4, 5, 6, 7]}),
      dcb.normalize_desired({"ets": ETS}), "mlx5_core", False,
      [["dcb", "ets", "set", "dev", "r0", "tc-tsa", "0:ets", "1:strict", "2:strict", "3:ets", "4:strict",
        "5:strict", "6:strict", "7:strict", "tc-bw", "0:50", "1:0", "2:0", "3:50", "4:0", "5:0", "6:0", "7:0",
        "prio-tc", "0:0", "1:1", "2:2", "3:3", "4:4", "5:5", "6:6", "7:7"]], ["ets"]),
     ("ets-matches-mlx5-readback", _cur(MLX5_64, [3], ets={"tc_tsa": ETS["tc_tsa"],
-                                                         "tc_bw": [50, 100, 100, 50, 100, 100, 100, 100],
-                                                         "prio_tc": list(range(8))}),
+                                                          "tc_bw": [50, 100, 100, 50, 100, 100, 100, 100],
+                                                          "prio_tc": list(range(8))}),
      dcb.normalize_desired({"ets": ETS}), "mlx5_core", False, [], []),
 ]
 
