@@ -26,7 +26,7 @@ def why_not():
         return "needs root (network namespaces, sshd)"
     ip = shutil.which("ip") or "/usr/sbin/ip"
     try:
-        p = subprocess.run([ip, "netns", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = subprocess.run([ip, "netns", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
     except OSError:
         return "iproute2 'ip' not installed"
     if p.returncode != 0:
@@ -57,7 +57,7 @@ def env():
 
 def sim(*args, **kw):
     p = subprocess.run([sys.executable, "-m", "gpufabric_sim"] + list(args), env=env(), stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, universal_newlines=True, timeout=kw.get("timeout", 600))
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=kw.get("timeout", 600), check=False)
     if kw.get("check", True):
         assert p.returncode == 0, "gpufabric_sim %s: rc=%d\n%s\n%s" % (args[0], p.returncode, p.stdout, p.stderr)
     return p
@@ -95,7 +95,7 @@ class Fleet(object):
         cmd = [os.path.join(BIN, "ansible-playbook"), "-i", self.inventory, os.path.join(REPO, "playbooks", playbook)]
         cmd += list(extra)
         p = subprocess.run(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           universal_newlines=True, timeout=kw.get("timeout", 900))
+                           universal_newlines=True, timeout=kw.get("timeout", 900), check=False)
         return p.returncode, p.stdout
 
     def ansible(self, pattern, module, args, *extra):
@@ -107,7 +107,7 @@ class Fleet(object):
             cmd += ["-a", json.dumps(args)]
         cmd += list(extra)
         p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                           timeout=300)
+                           timeout=300, check=False)
         data = json.loads(p.stdout)
         results = {}
         for play in data.get("plays", []):

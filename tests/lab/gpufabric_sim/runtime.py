@@ -107,7 +107,7 @@ def ip_bin():
 
 def run(argv, input_text=None, check=True, env=None):
     p = subprocess.run(argv, input=input_text, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, env=env)
+                       universal_newlines=True, env=env, check=False)
     if check and p.returncode != 0:
         raise SimError("%s failed (rc=%d): %s" % (" ".join(argv[:6]), p.returncode, p.stderr.strip()))
     return p
@@ -667,9 +667,9 @@ def node_exec(node, argv, capture=False, check=False):
     enter = os.path.join(node["dir"], "enter")
     if capture:
         p = subprocess.run([enter], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           universal_newlines=True)
+                           universal_newlines=True, check=False)
     else:
-        p = subprocess.run([enter], env=env)
+        p = subprocess.run([enter], env=env, check=False)
     if check and p.returncode != 0:
         raise SimError("%s on %s failed (rc=%d): %s" % (" ".join(argv), node["name"], p.returncode,
                                                         (p.stderr or "").strip() if capture else ""))
