@@ -122,7 +122,8 @@ def test_enter_script_runs_command_with_node_env(tmp_path):
     (node / "enter").write_text(runtime.render_enter(str(node), "gf-x-n1", str(fake_ip)))
     (node / "enter").chmod(0o755)
     env = {"PATH": "/usr/bin:/bin", "SSH_ORIGINAL_COMMAND": 'printf "%s|%s|%s" "$GPUFABRIC_SYSROOT" "${PATH%%:*}" \'a b\''}
-    out = subprocess.run([str(node / "enter")], env=env, stdout=subprocess.PIPE, universal_newlines=True).stdout
+    out = subprocess.run([str(node / "enter")], env=env, stdout=subprocess.PIPE, universal_newlines=True,
+                         check=False).stdout
     assert out == "%s|%s|a b" % (node / "root", node / "bin")
 
 
@@ -159,7 +160,7 @@ def test_tree_hash_stable_and_sensitive(tmp_path):
     changes = [
         lambda: (root / "g").write_text("TWO\n"),
         lambda: os.chmod(str(root / "g"), 0o600),
-        lambda: (root / "a" / "new").mkdir(),
+        (root / "a" / "new").mkdir,
         lambda: (os.unlink(str(root / "rel")), os.symlink("a/b", str(root / "rel"))),
         lambda: (root / "a" / "b" / "f").rename(root / "a" / "b" / "f2"),
     ]

@@ -145,7 +145,7 @@ def test_timings_nested_total():
     t = labimage.Timings()
     t.run('image', lambda: t.run('debootstrap', lambda: None))
     t.run('boot', lambda: None)
-    names = [(n, d) for n, _, d in t.stages]
+    names = [(s[0], s[2]) for s in t.stages]
     assert names == [('image', 0), ('debootstrap', 1), ('boot', 0)]
     lines = t.summary().splitlines()
     assert lines[1].startswith('  debootstrap')

@@ -22,7 +22,8 @@ RAILS = ["ens1np0", "ens2np0"]
 
 @pytest.fixture
 def node(tmp_path, monkeypatch):
-    def make(version="6.1.0", driver="mlx5_core", rails=RAILS, with_dcb=True):
+    def make(version="6.1.0", driver="mlx5_core", rails=None, with_dcb=True):
+        rails = RAILS if rails is None else rails
         root = tmp_path / "root"
         for r in rails:
             d = root / "sys" / "class" / "net" / r

@@ -185,7 +185,7 @@ def test_template_instance_reapplies_only_its_device(node, monkeypatch):
     assert bootsim.unit_value(sections, "Service", "RemainAfterExit") is None
     cmds = bootsim.unit_exec_commands(sections, root)
     assert len(cmds) == 1
-    p = subprocess.run(cmds[0][0], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    p = subprocess.run(cmds[0][0], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     assert p.returncode == 0, p.stderr
     assert "rdma_cm: mlx5_1/1 default_roce_tos 0 -> 106" in p.stdout
     with open(paths["mlx5_1"]) as f:
