@@ -200,7 +200,8 @@ def test_lsb_release_stand_in(deb, tmp_path, args, expected):
                               'VERSION_CODENAME=noble\nID=ubuntu\n')
     script = tmp_path.parent / ("lsb-%s" % tmp_path.name)
     script.write_text(grub.LSB_RELEASE % {"root": deb})
-    out = subprocess.run(["/bin/sh", str(script)] + args, stdout=subprocess.PIPE, universal_newlines=True).stdout
+    out = subprocess.run(["/bin/sh", str(script)] + args, stdout=subprocess.PIPE, universal_newlines=True,
+                         check=True).stdout
     assert out == expected
 
 
