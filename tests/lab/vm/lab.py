@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpufabric.node contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -102,7 +101,7 @@ def ssh_argv(state, command):
 
 def ssh(state, command, check=True, timeout=300):
     proc = subprocess.run(ssh_argv(state, command), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          timeout=timeout)
+                          timeout=timeout, check=False)
     out = proc.stdout.decode('utf-8', 'replace')
     if check and proc.returncode != 0:
         raise LabError('ssh %r failed (rc=%d): %s%s' % (command, proc.returncode, out[-1500:],
@@ -233,13 +232,13 @@ def write_state(state):
 def cmd_ssh(args, timings):
     state = load_state(args.name)
     command = ' '.join(shlex.quote(a) for a in args.command) if len(args.command) > 1 else ' '.join(args.command)
-    proc = subprocess.run(ssh_argv(state, command or 'true'))
+    proc = subprocess.run(ssh_argv(state, command or 'true'), check=False)
     return proc.returncode
 
 
 def reboot(name, timeout=420):
     state = load_state(name)
-    _, before = ssh(state, 'cat /proc/sys/kernel/random/boot_id')
+    before = ssh(state, 'cat /proc/sys/kernel/random/boot_id')[1]
     ssh(state, 'systemctl reboot', check=False, timeout=30)
     state['boot_id'] = wait_ssh(state, timeout, previous_boot=before.strip())
     write_state(state)
@@ -255,13 +254,13 @@ def down(name):
     pid = qemu_pid(rdir)
     if pid:
         os.kill(pid, signal.SIGTERM)
-        for _ in range(50):
+        for _attempt in range(50):
             if not pid_alive(pid):
                 break
             time.sleep(0.2)
         else:
             os.kill(pid, signal.SIGKILL)
-            for _ in range(50):
+            for _attempt in range(50):
                 if not pid_alive(pid):
                     break
                 time.sleep(0.2)
@@ -405,7 +404,7 @@ class Smoke:
 
 def ensure_iommu_cmdline(state, timeout):
     """With --iommu the guest needs intel_iommu=on: a grub drop-in, update-grub and a real reboot."""
-    _, cmdline = ssh(state, 'cat /proc/cmdline')
+    cmdline = ssh(state, 'cat /proc/cmdline')[1]
     if 'intel_iommu=on' in cmdline.split():
         return
     ssh(state, "printf 'GRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT intel_iommu=on\"\\n' "
@@ -445,7 +444,7 @@ def cmd_all(args, timings):
 # --------------------------------------------------------------------------- main
 
 def parser():
-    p = argparse.ArgumentParser(prog='lab.py', description=__doc__.split('\n')[0])
+    p = argparse.ArgumentParser(prog='lab.py', description=__doc__.split('\n', maxsplit=1)[0])
     sub = p.add_subparsers(dest='cmd')
     sub.required = True
     sub.add_parser('deps', help='apt-get install the host packages (idempotent)')

@@ -74,7 +74,7 @@ class Timings:
 
     def summary(self):
         lines = ['%-26s %8.1f s' % ('  ' * depth + name, took or 0.0) for name, took, depth in self.stages]
-        total = sum(took or 0.0 for _, took, depth in self.stages if depth == 0)
+        total = sum(stage[1] or 0.0 for stage in self.stages if stage[2] == 0)
         lines.append('%-26s %8.1f s' % ('total', total))
         return '\n'.join(lines)
 
@@ -85,6 +85,7 @@ def run(argv, check=True, capture=False, env=None, input_data=None, cwd=None, ti
         argv, env=env, cwd=cwd, timeout=timeout, input=input_data,
         stdout=subprocess.PIPE if capture else None,
         stderr=subprocess.PIPE if capture else None,
+        check=False,
     )
     if check and proc.returncode != 0:
         tail = ''
@@ -279,7 +280,7 @@ def debootstrap(target, include, mirror, suite=SUITE):
             '--include=' + ','.join(include), suite, target, mirror]
     logf = target.rstrip('/') + '.debootstrap.log'
     with open(logf, 'w') as out:
-        proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False)
     if proc.returncode != 0:
         with open(logf) as handle:
             tail = handle.read()[-3000:]
@@ -402,7 +403,7 @@ def ensure_kbuild_image(kver, mirror, timings):
         def do_import():
             tar = subprocess.Popen(['tar', '-C', root, '--numeric-owner', '-c', '.'], stdout=subprocess.PIPE)
             imp = subprocess.run(['podman', 'import', '-q', '-', name], stdin=tar.stdout, env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
             tar.stdout.close()
             if tar.wait() != 0 or imp.returncode != 0:
                 raise LabError('podman import failed: %s' % imp.stderr.decode('utf-8', 'replace')[-2000:])
@@ -483,7 +484,7 @@ def first_boot(qcow2, kernel, initrd, logfile, timeout=420):
             '-nic', 'none', '-display', 'none', '-serial', 'file:%s' % logfile, '-no-reboot']
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        _, err = proc.communicate(timeout=timeout)
+        err = proc.communicate(timeout=timeout)[1]
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
@@ -504,7 +505,7 @@ def prune_images(keep_key, keep=2):
         path = os.path.join(base, name)
         if name != keep_key and os.path.isdir(path):
             entries.append((os.path.getmtime(path), path))
-    for _, path in sorted(entries, reverse=True)[keep - 1:]:
+    for _mtime, path in sorted(entries, reverse=True)[keep - 1:]:
         log('pruning old image %s' % path)
         shutil.rmtree(path, ignore_errors=True)
 
