@@ -63,7 +63,7 @@ def free_port(host='127.0.0.1'):
 
 
 def qemu_argv(rdir, port, overlay, nvme, iommu=False, memory=1024, smp=2):
-    """The recipe's QEMU line: q35/TCG, root ports, a switch with NVMe ("GPU") and e1000e ("NIC")."""
+    """The recipe's QEMU line: q35/TCG, three root ports, a switch with the NVMe ("GPU"), the e1000e ("NIC")."""
     argv = ['qemu-system-x86_64', '-name', 'gpufabric-lab', '-machine', 'q35', '-accel', 'tcg,tb-size=256',
             '-smp', str(smp), '-m', str(memory)]
     if iommu:
@@ -71,13 +71,15 @@ def qemu_argv(rdir, port, overlay, nvme, iommu=False, memory=1024, smp=2):
     argv += [
         '-device', 'pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x10',
         '-device', 'pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2,addr=0x11',
+        # the "NIC" sits on its own root port so that the GPU<->NIC path crosses two root ports that carry
+        # ACS (QEMU's switch ports have none) while 00:10.0 (management NIC) stays off the path
+        '-device', 'pcie-root-port,id=rp3,bus=pcie.0,chassis=5,slot=3,addr=0x12',
         '-device', 'x3130-upstream,id=up1,bus=rp2',
         '-device', 'xio3130-downstream,id=dp1,bus=up1,chassis=3,slot=0',
-        '-device', 'xio3130-downstream,id=dp2,bus=up1,chassis=4,slot=1',
         '-drive', 'if=none,id=nvm,file=%s,format=raw' % nvme,
         '-device', 'nvme,drive=nvm,serial=lab0001,bus=dp1',
         '-netdev', 'user,id=n2,restrict=on,net=10.0.3.0/24',
-        '-device', 'e1000e,netdev=n2,bus=dp2',
+        '-device', 'e1000e,netdev=n2,bus=rp3',
         '-drive', 'if=virtio,file=%s,format=qcow2' % overlay,
         '-netdev', 'user,id=n1,restrict=on,hostfwd=tcp:127.0.0.1:%d-:22' % port,
         '-device', 'virtio-net-pci,netdev=n1,bus=rp1',

@@ -1,0 +1,38 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufabric.node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Rail sysctls after the reboot (from /etc/sysctl.d), and NCCL defaults from the real rxe devices."""
+from __future__ import absolute_import, division, print_function
+
+from conftest import log
+
+__metaclass__ = type
+
+
+def test_arp_sysctls_after_reboot(host, rails):
+    for rail in rails + ['all']:
+        got = dict((key, host.check_output('sysctl -n net.ipv4.conf.%s.%s' % (rail, key)))
+                   for key in ('arp_ignore', 'arp_announce', 'rp_filter'))
+        log('%s: %s' % (rail, got))
+        assert got == {'arp_ignore': '1', 'arp_announce': '2', 'rp_filter': '2'}, rail
+    conf = host.file('/etc/sysctl.d/90-gpufabric-rails.conf')
+    assert conf.exists and 'net.ipv4.conf.dcb0.arp_ignore' in conf.content_string.replace('/', '.')
+
+
+def test_no_policy_routing_when_disabled(host):
+    rules = host.check_output('ip -4 rule show')
+    assert 'lookup 100' not in rules and 'lookup 101' not in rules
+
+
+def test_nccl_conf_names_the_rails_devices(host):
+    conf = host.file('/etc/nccl.conf').content_string
+    log('nccl.conf: %s' % ' '.join(l for l in conf.splitlines() if l.startswith('NCCL_')))
+    assert 'NCCL_IB_HCA==rxe0:1,rxe1:1' in conf.splitlines()
+    assert 'NCCL_IB_TC=106' in conf.splitlines()
+    gid = [l.split('=', 1)[1] for l in conf.splitlines() if l.startswith('NCCL_IB_GID_INDEX=')]
+    assert len(gid) == 1
+    # the index points at a RoCE v2 IPv4-mapped GID of the rail on both devices
+    for dev in ('rxe0', 'rxe1'):
+        kind = host.check_output('cat /sys/class/infiniband/%s/ports/1/gid_attrs/types/%s' % (dev, gid[0]))
+        gidv = host.check_output('cat /sys/class/infiniband/%s/ports/1/gids/%s' % (dev, gid[0]))
+        assert kind == 'RoCE v2' and gidv.startswith('0000:0000:0000:0000:0000:ffff:'), (dev, kind, gidv)

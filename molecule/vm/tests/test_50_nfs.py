@@ -1,0 +1,65 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufabric.node contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""NFS over RDMA beside NFS over TCP (both from fstab, mounted at boot after the applier): data moves with a
+matching checksum and the RDMA device's counters rise."""
+from __future__ import absolute_import, division, print_function
+
+from conftest import log
+
+__metaclass__ = type
+
+COUNTER = '/sys/class/infiniband/rxe0/ports/1/hw_counters/%s'
+BLOB_MIB = 16
+
+
+def mounts(host):
+    out = {}
+    for line in host.file('/proc/mounts').content_string.splitlines():
+        dev, path, fstype, opts = line.split()[:4]
+        if fstype.startswith('nfs'):
+            out[path] = (dev, dict(o.split('=', 1) if '=' in o else (o, True) for o in opts.split(',')))
+    return out
+
+
+def counter(host, name):
+    return int(host.check_output('cat ' + COUNTER % name))
+
+
+def test_server_listens_on_rdma(host):
+    ports = host.file('/proc/fs/nfsd/portlist').content_string.split('\n')
+    assert 'rdma 20049' in ports and 'tcp 2049' in ports
+
+
+def test_mounts_from_fstab_over_tcp_and_rdma(host, lab_vars):
+    got = mounts(host)
+    log('nfs mounts: %s' % dict((p, (d, o.get('proto'), o.get('port'), o.get('vers'))) for p, (d, o) in got.items()))
+    for m in lab_vars['gpufabric_lab_nfs_mounts']:
+        assert m['path'] in got, m['path']
+        dev, opts = got[m['path']]
+        assert dev == '%s:%s' % (lab_vars['gpufabric_lab_nfs_server'], lab_vars['gpufabric_lab_nfs_export'])
+        assert opts['proto'] == m['proto'], (m['path'], opts)
+        if m['proto'] == 'rdma':
+            assert opts['port'] == '20049'
+
+
+def test_rdma_mount_moves_data(host):
+    blob = '/var/tmp/gpufabric-nfs-blob'
+    host.check_output('head -c %dM /dev/urandom > %s' % (BLOB_MIB, blob))
+    sent0, rcvd0 = counter(host, 'sent_pkts'), counter(host, 'rcvd_pkts')
+    try:
+        host.check_output('cp %s /mnt/nfs-rdma/blob && sync -f /mnt/nfs-rdma/blob' % blob)
+        sent1, rcvd1 = counter(host, 'sent_pkts'), counter(host, 'rcvd_pkts')
+        # read back through every path with cold caches: RDMA mount, TCP mount, the exported folder itself
+        host.check_output('echo 3 > /proc/sys/vm/drop_caches')
+        sums = host.check_output('sha256sum %s /mnt/nfs-rdma/blob /mnt/nfs-tcp/blob /srv/nfs/blob' % blob)
+        sent2 = counter(host, 'sent_pkts')
+    finally:
+        host.run('rm -f /mnt/nfs-rdma/blob %s' % blob)
+    digests = [line.split()[0] for line in sums.splitlines()]
+    log('sha256: %s' % ' '.join(d[:16] for d in digests))
+    log('rxe0 sent_pkts %d -> %d (write) -> %d (read back); rcvd_pkts %d -> %d' % (sent0, sent1, sent2, rcvd0, rcvd1))
+    assert len(digests) == 4 and len(set(digests)) == 1
+    # 16 MiB over RDMA is thousands of RoCE packets (the rxe MTU is at most 4096 bytes)
+    assert sent1 - sent0 >= BLOB_MIB * 1024 * 1024 // 4096
+    assert sent2 > sent1
