@@ -16,15 +16,15 @@ git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' 
 done
 cd "$dest"
 # ansible-test bootstraps pip in its throw-away venvs with a script it downloads; that host is not reachable here.
-pipver=$(PYTHONPATH= "$venv/bin/python" - <<'PY'
+pipver=$(PYTHONPATH='' "$venv/bin/python" - <<'PY'
 from ansible_test._internal.python_requirements import get_venv_packages
 from ansible_test._internal.host_configs import NativePythonConfig
 print(get_venv_packages(NativePythonConfig(version="3.11", path="/usr/bin/python3"))["pip"])
 PY
 )
 mkdir -p ~/.ansible/test/cache
-cp "$repo/tests/sanity/get_pip_standin.py" ~/.ansible/test/cache/get_pip_${pipver//./_}.py
-git init -q . && git add -A >/dev/null 2>&1 || true
+cp "$repo/tests/sanity/get_pip_standin.py" ~/.ansible/test/cache/get_pip_"${pipver//./_}".py
+if git init -q .; then git add -A >/dev/null 2>&1 || true; fi
 py=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 export PATH="$venv/bin:$PATH"
 exec ansible-test sanity --local --python "$py" --color no "$@"
