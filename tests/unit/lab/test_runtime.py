@@ -16,6 +16,7 @@ import sys
 import pytest
 import yaml
 
+from ansible_collections.gpufabric.node.plugins.modules import fabric_persist
 from gpufabric_sim import bootsim, configfs_watch, runtime, services
 
 # --------------------------------------------------------------------------------------------
@@ -638,21 +639,24 @@ def test_systemctl_unknown_specifier_fails_start(tmp_path, monkeypatch):
 
 
 def test_udev_rule_restarts_template_instance(tmp_path, monkeypatch):
-    """The persistence role's rule: RUN+="<systemctl> --no-block restart gpufabric-apply@%k.service"."""
-    root = _template_root(tmp_path)
-    (root / "sys/class/infiniband/mlx5_3/ports/1").mkdir(parents=True)
+    """What the persistence role writes (fabric_persist's template unit and udev rule, rendered by the
+    module itself): the rule's ``<systemctl> --no-block restart gpufabric-apply@%k.service`` runs the
+    template's ExecStart for that device only."""
+    root = _template_root(tmp_path, fabric_persist.render_template("/usr/local/sbin/gpufabric-apply", 7))
+    for ibdev in ("mlx5_2", "mlx5_3"):
+        (root / "sys/class/infiniband" / ibdev / "ports/1").mkdir(parents=True)
     bindir = tmp_path / "bin"
     bindir.mkdir()
     systemctl = bindir / "systemctl"
     systemctl.write_text(runtime.render_wrapper(sys.executable, "gpufabric_sim.services", "systemctl_main", True))
     systemctl.chmod(0o755)
     (root / "etc/udev/rules.d").mkdir(parents=True)
-    (root / "etc/udev/rules.d/90-gpufabric.rules").write_text(
-        'ACTION=="add", SUBSYSTEM=="infiniband", RUN+="%s --no-block restart gpufabric-apply@%%k.service"\n'
-        % systemctl)
+    (root / "etc/udev/rules.d/90-gpufabric.rules").write_text(fabric_persist.render_rule(str(systemctl)))
     monkeypatch.setenv("GPUFABRIC_SYSROOT", str(root))
     assert services.udevadm_main(["udevadm", "trigger", "--action=add", "--sysname-match=mlx5_3"]) == 0
-    assert (root / "argv").read_text().split()[:2] == ["--device", "mlx5_3"]
+    assert (root / "argv").read_text().split() == ["--device", "mlx5_3", "--wait", "7"]
+    log = (root / "var/lib/gpufabric-sim/actions.log").read_text()
+    assert "systemctl start gpufabric-apply@mlx5_3.service" in log and "mlx5_2" not in log
 
 
 def test_udevadm_trigger_runs_rules(tmp_path, monkeypatch):
