@@ -7,6 +7,16 @@ It serves what kubernetes.core's ``k8s_info``/``k8s`` (discovery + nodes get/pat
 get/patch, pods list/get, evictions) need, plus ``/version``. State: nodes and pods in memory. Evicting a pod
 deletes it; ``fail_evictions`` makes every eviction answer 500 (a drain that cannot finish).
 
+It also serves the NVIDIA GPU Operator's ClusterPolicy (``nvidia.com/v1``, cluster-scoped, plural
+``clusterpolicies``): discovery, get, list, update (PUT, resourceVersion checked) and patch as JSON merge patch,
+strategic merge patch (treated as a merge patch here; a real API server refuses it for custom resources) and JSON
+patch (RFC 6902). Every stored change bumps ``metadata.resourceVersion`` (and ``metadata.generation`` when the spec
+changed); ``dryRun`` answers without storing. By default the fake holds ``cluster-policy`` with
+``spec.gds.enabled: false`` and a driver section (``DEFAULT_CLUSTER_POLICY_SPEC``).
+
+Callables in ``api.hooks`` are called after every stored change of a node or a ClusterPolicy, under the lock, as
+``hook(api, kind, name, before, after)``; a test models a controller (the GPU Operator) with them.
+
     api = FakeK8s(nodes={"node1": {"unschedulable": False, "labels": {}}}, pods=[("default", "job-1", "node1")])
     api.start(); api.write_kubeconfig(path); ...; api.requests; api.stop()
 
@@ -47,6 +57,30 @@ POLICY_RESOURCES = {
     "resources": [{"name": "poddisruptionbudgets", "singularName": "poddisruptionbudget", "namespaced": True,
                    "kind": "PodDisruptionBudget", "verbs": ["get", "list"], "shortNames": ["pdb"]}],
 }
+NVIDIA_RESOURCES = {
+    "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "nvidia.com/v1",
+    "resources": [{"name": "clusterpolicies", "singularName": "clusterpolicy", "namespaced": False,
+                   "kind": "ClusterPolicy", "verbs": ["get", "list", "patch", "update"]}],
+}
+API_GROUPS = [("policy", "v1"), ("nvidia.com", "v1")]
+CLUSTER_POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
+DEFAULT_CLUSTER_POLICY_SPEC = {
+    "operator": {"defaultRuntime": "containerd"},
+    "driver": {"enabled": True, "useOpenKernelModules": True, "repository": "nvcr.io/nvidia",
+               "image": "driver", "version": "570.124.06",
+               "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": "25%",
+                                 "drain": {"enable": False}}},
+    "gds": {"enabled": False, "repository": "nvcr.io/nvidia/cloud-native", "image": "nvidia-fs",
+            "version": "2.20.5"},
+    "devicePlugin": {"enabled": True},
+}
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+class PatchError(Exception):
+    """A JSON patch that cannot be applied (the API server answers 422)."""
 
 
 def merge_patch(target, patch):
@@ -64,10 +98,118 @@ def merge_patch(target, patch):
     return out
 
 
+def _pointer(path):
+    """RFC 6901 JSON pointer -> list of reference tokens."""
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise PatchError("JSON pointer %r does not start with /" % path)
+    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
+
+
+def _index(container, token, path, allow_end=False):
+    if token == "-" and allow_end:
+        return len(container)
+    if not token.isdigit() or (len(token) > 1 and token.startswith("0")):
+        raise PatchError("%s: %r is not an array index" % (path, token))
+    i = int(token)
+    if i > len(container) or (i == len(container) and not allow_end):
+        raise PatchError("%s: index %d out of range" % (path, i))
+    return i
+
+
+def _parent(doc, path):
+    tokens = _pointer(path)
+    if not tokens:
+        raise PatchError("the operation needs a path below the root")
+    cur = doc
+    for t in tokens[:-1]:
+        if isinstance(cur, dict):
+            if t not in cur:
+                raise PatchError("doc is missing path: %s" % path)
+            cur = cur[t]
+        elif isinstance(cur, list):
+            cur = cur[_index(cur, t, path)]
+        else:
+            raise PatchError("doc is missing path: %s" % path)
+    if not isinstance(cur, (dict, list)):
+        raise PatchError("doc is missing path: %s" % path)
+    return cur, tokens[-1]
+
+
+def _get(doc, path):
+    cur = doc
+    for t in _pointer(path):
+        if isinstance(cur, dict) and t in cur:
+            cur = cur[t]
+        elif isinstance(cur, list):
+            cur = cur[_index(cur, t, path)]
+        else:
+            raise PatchError("doc is missing path: %s" % path)
+    return cur
+
+
+def _remove(doc, path):
+    parent, last = _parent(doc, path)
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise PatchError("doc is missing path: %s" % path)
+        return parent.pop(last)
+    return parent.pop(_index(parent, last, path))
+
+
+def _add(doc, path, value):
+    if path == "":
+        return copy.deepcopy(value)
+    parent, last = _parent(doc, path)
+    if isinstance(parent, dict):
+        parent[last] = copy.deepcopy(value)
+    else:
+        parent.insert(_index(parent, last, path, allow_end=True), copy.deepcopy(value))
+    return doc
+
+
+def json_patch(target, ops):
+    """RFC 6902 JSON patch: a new document, or PatchError (nothing of ``target`` is changed)."""
+    if not isinstance(ops, list):
+        raise PatchError("a JSON patch is a list of operations")
+    doc = copy.deepcopy(target)
+    for op in ops:
+        if not isinstance(op, dict) or "op" not in op or "path" not in op:
+            raise PatchError("operation %r lacks op or path" % (op,))
+        kind, path = op["op"], op["path"]
+        if kind in ("add", "replace", "test") and "value" not in op:
+            raise PatchError("%s at %s lacks a value" % (kind, path))
+        if kind == "add":
+            doc = _add(doc, path, op["value"])
+        elif kind == "remove":
+            _remove(doc, path)
+        elif kind == "replace":
+            if path == "":
+                doc = copy.deepcopy(op["value"])
+            else:
+                _remove(doc, path)
+                doc = _add(doc, path, op["value"])
+        elif kind in ("move", "copy"):
+            if "from" not in op:
+                raise PatchError("%s to %s lacks from" % (kind, path))
+            if kind == "move" and (path + "/").startswith(op["from"] + "/"):
+                raise PatchError("cannot move %s into itself" % op["from"])
+            value = _remove(doc, op["from"]) if kind == "move" else copy.deepcopy(_get(doc, op["from"]))
+            doc = _add(doc, path, value)
+        elif kind == "test":
+            if _get(doc, path) != op["value"]:
+                raise PatchError("testing value %s failed" % path)
+        else:
+            raise PatchError("unknown JSON patch operation %r" % kind)
+    return doc
+
+
 class FakeK8s(object):
-    def __init__(self, nodes=None, pods=None, fail_evictions=False):
+    def __init__(self, nodes=None, pods=None, fail_evictions=False, cluster_policies=None):
         self.lock = threading.Lock()
         self.requests = []
+        self.hooks = []
         self.fail_evictions = fail_evictions
         self.nodes = {}
         self.rv = 100
@@ -90,6 +232,17 @@ class FakeK8s(object):
                                                   "uid": "rs-" + name, "controller": True}]},
                 "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]},
                 "status": {"phase": "Running"},
+            }
+        if cluster_policies is None:
+            cluster_policies = {"cluster-policy": DEFAULT_CLUSTER_POLICY_SPEC}
+        self.cluster_policies = {}
+        for name, spec in cluster_policies.items():
+            self.cluster_policies[name] = {
+                "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+                "metadata": {"name": name, "uid": "uid-cp-" + name, "resourceVersion": str(self.rv),
+                             "generation": 1, "creationTimestamp": "2025-01-01T00:00:00Z"},
+                "spec": copy.deepcopy(spec),
+                "status": {"state": "ready", "namespace": "gpu-operator"},
             }
         self.server = None
         self.thread = None
@@ -176,6 +329,14 @@ class FakeK8s(object):
         with self.lock:
             return copy.deepcopy(self.nodes[name])
 
+    def cluster_policy(self, name="cluster-policy"):
+        with self.lock:
+            return copy.deepcopy(self.cluster_policies[name])
+
+    def _changed(self, kind, name, before, after):
+        for hook in self.hooks:
+            hook(self, kind, name, copy.deepcopy(before), copy.deepcopy(after))
+
     # ------------------------------------------------------------------ API
     @staticmethod
     def status(code, reason, msg):
@@ -186,9 +347,9 @@ class FakeK8s(object):
         with self.lock:
             self.requests.append({"method": method, "path": path, "query": dict((k, v[0]) for k, v in query.items()),
                                   "body": body, "content_type": ctype, "time": time.time()})
-            return self._dispatch(method, path.rstrip("/"), query, body)
+            return self._dispatch(method, path.rstrip("/"), query, body, ctype)
 
-    def _dispatch(self, method, path, query, body):
+    def _dispatch(self, method, path, query, body, ctype=""):
         parts = [p for p in path.split("/") if p]
         if path == "/version":
             return 200, {"major": "1", "minor": "30", "gitVersion": "v1.30.0", "platform": "linux/amd64"}
@@ -196,13 +357,19 @@ class FakeK8s(object):
             return 200, {"kind": "APIVersions", "versions": ["v1"],
                          "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
         if path == "/apis":
-            gv = {"groupVersion": "policy/v1", "version": "v1"}
-            return 200, {"kind": "APIGroupList", "apiVersion": "v1",
-                         "groups": [{"name": "policy", "versions": [gv], "preferredVersion": gv}]}
+            return 200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(g, v) for g, v in API_GROUPS]}
+        if len(parts) == 2 and parts[0] == "apis" and parts[1] in dict(API_GROUPS):
+            doc = _group(parts[1], dict(API_GROUPS)[parts[1]])
+            doc.update(kind="APIGroup", apiVersion="v1")
+            return 200, doc
         if path == "/api/v1":
             return 200, API_RESOURCES
         if path == "/apis/policy/v1":
             return 200, POLICY_RESOURCES
+        if path == "/apis/nvidia.com/v1":
+            return 200, NVIDIA_RESOURCES
+        if path == CLUSTER_POLICIES or path.startswith(CLUSTER_POLICIES + "/"):
+            return self._cluster_policies(method, parts[4:], query, body, ctype)
         if parts[:3] == ["api", "v1", "nodes"]:
             return self._nodes(method, parts[3:], body)
         if parts[:3] == ["api", "v1", "pods"] and method == "GET":
@@ -257,12 +424,90 @@ class FakeK8s(object):
         if method == "PATCH":
             if isinstance(body, list):
                 return self.status(415, "UnsupportedMediaType", "JSON patch is not served by the fake")
-            node = merge_patch(self.nodes[name], body or {})
+            before = self.nodes[name]
+            node = merge_patch(before, body or {})
+            if node == before:  # a patch that changes nothing is no write: no new resourceVersion
+                return 200, copy.deepcopy(node)
             self.rv += 1
             node["metadata"]["resourceVersion"] = str(self.rv)
             self.nodes[name] = node
+            self._changed("Node", name, before, node)
             return 200, copy.deepcopy(node)
         return self.status(405, "MethodNotAllowed", "%s on a node" % method)
+
+    def _cluster_policies(self, method, rest, query, body, ctype):
+        if not rest:
+            if method == "GET":
+                return 200, {"kind": "ClusterPolicyList", "apiVersion": "nvidia.com/v1",
+                             "metadata": {"resourceVersion": str(self.rv)},
+                             "items": [copy.deepcopy(o) for _k, o in sorted(self.cluster_policies.items())]}
+            return self.status(405, "MethodNotAllowed", "only GET on the ClusterPolicy list")
+        name = rest[0]
+        if len(rest) > 1:
+            return self.status(404, "NotFound", "the fake API serves no subresource %s of clusterpolicies" % rest[1])
+        current = self.cluster_policies.get(name)
+        if current is None:
+            return self.status(404, "NotFound", 'clusterpolicies.nvidia.com "%s" not found' % name)
+        if method == "GET":
+            return 200, copy.deepcopy(current)
+        if method == "PATCH":
+            mtype = ctype.split(";")[0].strip().lower()
+            try:
+                if mtype == JSON_PATCH:
+                    new = json_patch(current, body)
+                elif mtype in (MERGE_PATCH, STRATEGIC_MERGE_PATCH):
+                    if not isinstance(body, dict):
+                        raise PatchError("a merge patch is a JSON object")
+                    new = merge_patch(current, body)
+                else:
+                    return self.status(415, "UnsupportedMediaType",
+                                       "the body of the request was in an unknown format - accepted media types "
+                                       "include: %s, %s, %s" % (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH))
+            except PatchError as exc:
+                return self.status(422, "Invalid", 'ClusterPolicy "%s" is invalid: %s' % (name, exc))
+        elif method == "PUT":
+            if not isinstance(body, dict):
+                return self.status(400, "BadRequest", "the body of an update is a ClusterPolicy object")
+            new = copy.deepcopy(body)
+        else:
+            return self.status(405, "MethodNotAllowed", "%s on a ClusterPolicy" % method)
+        return self._store_cluster_policy(name, current, new, query)
+
+    def _store_cluster_policy(self, name, current, new, query):
+        meta = new.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(new.get("spec", {}), dict):
+            return self.status(422, "Invalid", 'ClusterPolicy "%s" is invalid: metadata and spec are objects' % name)
+        if meta.get("name", name) != name:
+            return self.status(400, "BadRequest", "the name of the object (%s) does not match the name on the URL "
+                                                  "(%s)" % (meta.get("name"), name))
+        sent_rv = meta.get("resourceVersion")
+        if sent_rv and sent_rv != current["metadata"]["resourceVersion"]:
+            return self.status(409, "Conflict", 'Operation cannot be fulfilled on clusterpolicies.nvidia.com "%s": '
+                                                "the object has been modified; please apply your changes to the "
+                                                "latest version and try again" % name)
+        for key in ("apiVersion", "kind"):
+            new[key] = current[key]
+        for key in ("name", "uid", "creationTimestamp", "generation"):
+            meta[key] = current["metadata"][key]
+        new.setdefault("spec", {})
+        new["status"] = copy.deepcopy(current.get("status", {}))  # status is a subresource: untouched here
+        if new == current:
+            return 200, copy.deepcopy(current)
+        if new["spec"] != current["spec"]:
+            meta["generation"] = current["metadata"]["generation"] + 1
+        if "dryRun" in query:
+            meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+            return 200, new
+        self.rv += 1
+        meta["resourceVersion"] = str(self.rv)
+        self.cluster_policies[name] = new
+        self._changed("ClusterPolicy", name, current, new)
+        return 200, copy.deepcopy(new)
+
+
+def _group(name, version):
+    gv = {"groupVersion": "%s/%s" % (name, version), "version": version}
+    return {"name": name, "versions": [gv], "preferredVersion": gv}
 
 
 def main(argv):

@@ -1,0 +1,243 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The gds role's ClusterPolicy rollout (``gds_cluster_policy: true``) against the fake Kubernetes API.
+
+Two simulated HGX H200 nodes (SSH) and the fake API (tests/fakes/k8s_api.py). The GPU Operator is modelled by a hook
+on the fake API: when ``spec.gds.enabled`` of the ClusterPolicy becomes true, every node without the skip label
+``nvidia.com/gpu-driver-upgrade.skip=true`` gets a new driver pod at once; a node whose skip label is removed while
+GDS is enabled gets one then. A new driver pod "loads" nvidia-fs: the hook writes ``/proc/driver/nvidia-fs/*`` into
+that node's sysroot (removed from both nodes before the run), which is what the role waits for.
+
+Asserted from the recorded requests and the operator's events: the skip label is put on every node of the play before
+the ClusterPolicy changes, ``spec.gds.enabled`` is patched to true exactly once, no driver pod is replaced by the
+ClusterPolicy change itself, the labels are removed one node at a time (the second node only after the first node's
+nvidia-fs came up and the proof ran there), and a second run changes nothing in the cluster.
+The Kubernetes node names differ from the inventory names (``gds_node_name`` as a host variable) so both the
+labelling loop and the per-node removal must use the mapping.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+for p in (os.path.join(REPO, ".build"), os.path.join(REPO, "tests", "lab"), os.path.join(REPO, "tests", "fakes"),
+          HERE):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import fleet as fleetmod  # noqa: E402 pylint: disable=wrong-import-position
+from k8s_api import CLUSTER_POLICIES, FakeK8s  # noqa: E402 pylint: disable=wrong-import-position
+
+SKIP = "nvidia.com/gpu-driver-upgrade.skip"
+NODES = {"sim1": "hgx-h200", "sim2": "hgx-h200"}
+K8S_NAME = {"sim1": "gpu-sim1.cluster.local", "sim2": "gpu-sim2.cluster.local"}
+CP_PATH = CLUSTER_POLICIES + "/cluster-policy"
+NVFS = os.path.join("proc", "driver", "nvidia-fs")
+
+
+def _have_kubernetes():
+    try:
+        import kubernetes  # noqa: F401 pylint: disable=unused-import,import-outside-toplevel
+        return True
+    except ImportError:
+        return False
+
+
+WHY = fleetmod.why_not() or (None if _have_kubernetes() else
+                             "the kubernetes Python client is not installed (kubernetes.core needs it)")
+pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
+
+PLAYBOOK = """\
+- name: Roll gds.enabled out one node at a time
+  hosts: gpufabric_sim
+  serial: 1
+  gather_facts: false
+  roles:
+    - role: gpufabric.node.gds
+      vars:
+        gds_cluster_policy: true
+        gds_kubeconfig: {kubeconfig}
+        gds_driver_wait_timeout: 60
+        gds_verify: true
+        gds_verify_path: /mnt/gds-check
+        gds_verify_nfs_rdma: false
+        gds_verify_failed_when: never
+"""
+
+
+class Operator(object):
+    """The GPU Operator's driver rollout as far as the role depends on it (a hook of the fake API)."""
+
+    def __init__(self, fleet, nvfs_saved):
+        self.fleet = fleet
+        self.nvfs_saved = nvfs_saved
+        self.by_k8s = dict((v, k) for k, v in K8S_NAME.items())
+        self.events = []  # (request index, inventory name, cause)
+        self.gds_nodes = set()
+
+    def __call__(self, api, kind, name, before, after):
+        cp = api.cluster_policies["cluster-policy"]
+        if not cp["spec"].get("gds", {}).get("enabled"):
+            return
+        if kind == "ClusterPolicy" and not before["spec"].get("gds", {}).get("enabled"):
+            for node_name, node in sorted(api.nodes.items()):
+                if node["metadata"]["labels"].get(SKIP) != "true":
+                    self._replace(api, node_name, "ClusterPolicy change")
+        elif kind == "Node" and after["metadata"]["labels"].get(SKIP) != "true" and name not in self.gds_nodes:
+            self._replace(api, name, "skip label removed")
+
+    def _replace(self, api, node_name, cause):
+        host = self.by_k8s[node_name]
+        self.gds_nodes.add(node_name)
+        self.events.append((len(api.requests) - 1, host, cause))
+        dest = os.path.join(self.fleet.root(host), NVFS)
+        if not os.path.exists(dest):
+            shutil.copytree(self.nvfs_saved, dest)
+
+
+def write_inventory(path):
+    hosts = dict((h, {"gds_node_name": K8S_NAME[h]}) for h in NODES)
+    hosts["localhost"] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    with open(path, "w") as f:
+        json.dump({"all": {"hosts": hosts}}, f)
+    return path
+
+
+def run_play(fleet, tmp, api):
+    kubeconfig = api.write_kubeconfig(os.path.join(tmp, "kubeconfig"))
+    play = os.path.join(tmp, "gds_rollout.yml")
+    with open(play, "w") as f:
+        f.write(PLAYBOOK.format(kubeconfig=kubeconfig))
+    extra_inv = write_inventory(os.path.join(tmp, "k8s_names.json"))
+    env = fleetmod.env()
+    env.update(ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False", K8S_AUTH_KUBECONFIG=kubeconfig)
+    argv = [os.path.join(fleetmod.BIN, "ansible-playbook"), "-i", fleet.inventory, "-i", extra_inv, play]
+    p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                       timeout=900, check=False)
+    return p.returncode, p.stdout
+
+
+TASK = re.compile(r"^TASK \[(?:[\w.]+ : )?(.*?)\]")
+RESULT = re.compile(r"^(ok|changed|skipping|fatal|failed): \[(\w+)")
+
+
+def task_log(output):
+    """[(task name, host, status)] in the order the default callback printed them."""
+    out, task = [], None
+    for line in output.splitlines():
+        m = TASK.match(line)
+        if m:
+            task = m.group(1)
+            continue
+        m = RESULT.match(line)
+        if m and task:
+            out.append((task, m.group(2), m.group(1)))
+    return out
+
+
+def first(log, task_prefix, host, statuses=("ok", "changed")):
+    for i, (task, h, status) in enumerate(log):
+        if task.startswith(task_prefix) and h == host and status in statuses:
+            return i
+    raise AssertionError("no %s result of %r for %s in %r" % (statuses, task_prefix, host, log))
+
+
+def label_patches(api):
+    """[(request index, inventory name, label value)] of node PATCHes that mention the skip label."""
+    by_path = dict(("/api/v1/nodes/" + v, k) for k, v in K8S_NAME.items())
+    out = []
+    for i, r in enumerate(api.requests):
+        if r["method"] == "PATCH" and r["path"] in by_path:
+            labels = ((r["body"] or {}).get("metadata") or {}).get("labels") or {}
+            if SKIP in labels:
+                out.append((i, by_path[r["path"]], labels[SKIP]))
+    return out
+
+
+def cp_patches(api):
+    return [(i, r) for i, r in enumerate(api.requests) if r["method"] in ("PATCH", "PUT") and r["path"] == CP_PATH]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("gdscp") / "fleet")
+    fl = fleetmod.Fleet(path, NODES)
+    try:
+        fl.create()
+        yield fl
+    finally:
+        fl.destroy()
+
+
+def test_rollout_one_node_at_a_time(fleet, tmp_path):
+    saved = str(tmp_path / "nvidia-fs")
+    shutil.copytree(os.path.join(fleet.root("sim1"), NVFS), saved)
+    for host in NODES:  # the old driver pods run without nvidia-fs
+        shutil.rmtree(os.path.join(fleet.root(host), NVFS))
+        os.makedirs(os.path.join(fleet.root(host), "mnt", "gds-check"))
+    api = FakeK8s(nodes=dict((K8S_NAME[h], {"unschedulable": False}) for h in NODES))
+    operator = Operator(fleet, saved)
+    api.hooks.append(operator)
+    api.start()
+    try:
+        rc, out = run_play(fleet, str(tmp_path), api)
+        assert rc == 0, out[-8000:]
+        log = task_log(out)
+
+        labels = label_patches(api)
+        cps = cp_patches(api)
+        # exactly one change of the ClusterPolicy, and it enables GDS
+        assert len(cps) == 1, cps
+        cp_index, cp_req = cps[0]
+        assert cp_req["content_type"].startswith("application/json-patch+json")
+        assert cp_req["body"] == [{"op": "add", "path": "/spec/gds/enabled", "value": True}]
+        cp = api.cluster_policy()
+        assert cp["spec"]["gds"]["enabled"] is True
+        assert cp["metadata"]["generation"] == 2
+        assert cp["spec"]["driver"]["version"] == "570.124.06", "the driver section was touched"
+
+        # every node of the play carries the skip label before the ClusterPolicy changes ...
+        before = [(host, value) for i, host, value in labels if i < cp_index]
+        assert sorted(before) == [("sim1", "true"), ("sim2", "true")], labels
+        # ... so the ClusterPolicy change itself replaces no driver pod
+        assert [e for e in operator.events if e[2] == "ClusterPolicy change"] == []
+
+        # then the labels come off one node at a time, in play order, each once
+        after = [(i, host, value) for i, host, value in labels if i > cp_index]
+        assert [(host, value) for _i, host, value in after] == [("sim1", None), ("sim2", None)], labels
+        assert [(host, cause) for _i, host, cause in operator.events] == [
+            ("sim1", "skip label removed"), ("sim2", "skip label removed")]
+        # sim2's driver is replaced only after sim1 waited for nvidia-fs and ran the proof
+        assert first(log, "Wait for nvidia-fs", "sim1") < first(log, "Let the operator replace", "sim2")
+        assert first(log, "Run the GDS proof", "sim1") < first(log, "Let the operator replace", "sim2")
+        assert first(log, "Wait for nvidia-fs", "sim2") > first(log, "Let the operator replace", "sim2")
+        for host in NODES:
+            assert SKIP not in api.node(K8S_NAME[host])["metadata"]["labels"]
+            assert os.path.exists(os.path.join(fleet.root(host), NVFS, "version"))
+
+        # a second run finds GDS enabled: no label goes back on, the ClusterPolicy is not patched, nothing changes
+        rv = dict((n, api.node(n)["metadata"]["resourceVersion"]) for n in K8S_NAME.values())
+        rv["cp"] = api.cluster_policy()["metadata"]["resourceVersion"]
+        seen = len(api.requests)
+        rc, out = run_play(fleet, str(tmp_path), api)
+        assert rc == 0, out[-8000:]
+        assert [x for x in label_patches(api) if x[0] >= seen and x[2] == "true"] == []
+        assert [x for x in cp_patches(api) if x[0] >= seen] == []
+        assert dict((n, api.node(n)["metadata"]["resourceVersion"]) for n in K8S_NAME.values()) == \
+            dict((k, v) for k, v in rv.items() if k != "cp")
+        assert api.cluster_policy()["metadata"]["resourceVersion"] == rv["cp"]
+        assert len(operator.events) == 2
+    finally:
+        api.stop()
