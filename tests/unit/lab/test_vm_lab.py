@@ -174,7 +174,10 @@ def test_qemu_argv_recipe_line(iommu):
     netdevs = [argv[i + 1] for i, a in enumerate(argv) if a == '-netdev']
     assert len(netdevs) == 2 and all('restrict=on' in n for n in netdevs)
     assert 'nvme,drive=nvm,serial=lab0001,bus=dp1' in argv
-    assert 'e1000e,netdev=n2,bus=dp2' in argv
+    # the "NIC" has its own root port (00:12.0), not a switch port: QEMU's switch ports carry no ACS
+    assert 'e1000e,netdev=n2,bus=rp3' in argv
+    assert 'pcie-root-port,id=rp3,bus=pcie.0,chassis=5,slot=3,addr=0x12' in argv
+    assert not any(a.startswith('xio3130-downstream,id=dp2') for a in argv)
     assert 'virtio-net-pci,netdev=n1,bus=rp1' in argv
     assert '-daemonize' in argv and '/r/qemu.pid' in argv
     assert 'kvm' not in text
