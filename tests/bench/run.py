@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -153,17 +154,22 @@ def playbook(fleet, path, args, forks, logdir, tag, verbose=False, extra_env=Non
     if verbose:
         cmd.append("-vvv")
     t0 = time.time()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(os.path.join(logdir, tag + ".log"), "w") as out:
         p = subprocess.run(cmd, env=env(dict(BENCH_TIMER_OUT=timer, **(extra_env or {}))), stdout=out,
                            stderr=subprocess.STDOUT, cwd=REPO)
     wall = time.time() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU of ansible-playbook and its workers (the controller side; the nodes' processes run under their sshd)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     try:
         with open(timer) as f:
             rec = json.load(f)
     except (IOError, ValueError):
         rec = {"tasks": []}
     os.unlink(timer)
-    return {"rc": p.returncode, "wall_s": round(wall, 3), "tasks": rec["tasks"], "log": out.name}
+    return {"rc": p.returncode, "wall_s": round(wall, 3), "controller_cpu_s": round(cpu, 2), "tasks": rec["tasks"],
+            "log": out.name}
 
 
 def run_collection_converge(fleet, forks, logdir, tag):
@@ -350,6 +356,8 @@ def bench_size(n, args, logroot):
             res[v] = {
                 "converge_s": med([x["wall_s"] for x in raw[v]["converge"]]),
                 "drift_s": med([x["wall_s"] for x in raw[v]["drift"]]),
+                "converge_controller_cpu_s": med([x["controller_cpu_s"] for x in raw[v]["converge"]]),
+                "drift_controller_cpu_s": med([x["controller_cpu_s"] for x in raw[v]["drift"]]),
                 "all_rc_zero": all(x["rc"] == 0 for x in raw[v]["converge"] + raw[v]["drift"]),
                 "drift_per_concern_s": per_concern(v, raw[v]["drift"]),
                 "converge_per_concern_s": per_concern(v, raw[v]["converge"]),
@@ -531,7 +539,9 @@ def plot(results, path):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, key, title in ((axes[0], "converge_s", "full converge"), (axes[1], "drift_s", "no-op drift check")):
         for v, style in (("collection", "o-"), ("baseline", "s--")):
-            ax.plot(ns, [r[v][key] for r in results["sizes"]], style, label=v)
+            pts = [(r["nodes"], r[v][key]) for r in results["sizes"] if r[v].get(key) is not None]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=v)
         one = [r for r in results["sizes"] if r["nodes"] == 1]
         if one:
             t1 = one[0]["collection"][key]
@@ -567,9 +577,19 @@ def main(argv=None):
     ap.add_argument("--name", default="latest")
     ap.add_argument("--mitogen", action="store_true", help="also run the drift check under Mitogen (1 node)")
     ap.add_argument("--mitogen-venv", default="/tmp/mitovenv")
+    ap.add_argument("--replot", metavar="JSON", help="only redraw the plot and the Markdown from a results JSON")
     ap.add_argument("--max-load", type=float, default=None,
                     help="wait (up to 10 min) until the 1-minute load average is below this before starting")
     args = ap.parse_args(argv)
+    if args.replot:
+        with open(args.replot) as f:
+            results = json.load(f)
+        results["goals"] = goals(results)
+        base = os.path.splitext(args.replot)[0]
+        write_md(results, base + ".md")
+        if ensure_matplotlib():
+            plot(results, base + ".png")
+        return 0
     if os.geteuid() != 0:
         sys.exit("the benchmark needs root (simulated fleet: network namespaces, sshd)")
     sizes = [1, 8] if args.quick else [int(x) for x in args.sizes.split(",")]
