@@ -4,8 +4,11 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 venv=${SANITY_VENV:-$repo/.venv-sanity}
-dest=$repo/.build/sanity/ansible_collections/gpufabric/node
-rm -rf "$dest"
+# a private copy per run: concurrent runs must not pull the tree from under each other
+mkdir -p "$repo/.build"
+top=$(mktemp -d "$repo/.build/sanity.XXXXXX")
+trap 'rm -rf "$top"' EXIT
+dest=$top/ansible_collections/gpufabric/node
 mkdir -p "$dest"
 cd "$repo"
 # tracked and untracked-but-not-ignored files: what a commit would carry
@@ -27,4 +30,4 @@ cp "$repo/tests/sanity/get_pip_standin.py" ~/.ansible/test/cache/get_pip_"${pipv
 if git init -q .; then git add -A >/dev/null 2>&1 || true; fi
 py=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 export PATH="$venv/bin:$PATH"
-exec ansible-test sanity --local --python "$py" --color no "$@"
+ansible-test sanity --local --python "$py" --color no "$@"
