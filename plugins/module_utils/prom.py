@@ -1,0 +1,265 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Prometheus text exposition (format 0.0.4) of the gpufabric evidence, for node_exporter's textfile collector.
+
+Plain Python, no Ansible imports, no I/O: the ``fabric_metrics`` module gathers the evidence and writes the file.
+
+Public API:
+
+``escape_label_value(value) -> str`` / ``escape_help(text) -> str``
+    Escaping of the exposition format: in label values backslash, double quote and line feed become ``\\\\``,
+    ``\\"`` and ``\\n``; in HELP text backslash and line feed.
+``format_value(value) -> str``
+    ``True``/``False`` -> ``1``/``0``, integers as they are, floats with ``repr`` (``NaN``, ``+Inf``, ``-Inf``).
+``Family(name, mtype, help_text)`` with ``add(value, **labels)``
+    One metric family; ``ValueError`` for an invalid metric or label name, a counter whose name does not end
+    in ``_total``, a second sample with the same labels, or a non-numeric value.
+``render(families) -> str``
+    Text of the families that have samples (a family without samples is left out entirely: absent, not zero),
+    families sorted by name, samples sorted by their label values (numbers inside values in numeric order),
+    ``# HELP`` and ``# TYPE`` before each family, no timestamps (the file only changes when a value does).
+``families_from_evidence(evidence) -> [Family]`` / ``render_evidence(evidence) -> str``
+    The gpufabric metrics (``METRICS``) from an evidence dict::
+
+        {"facts": topology.discover(...) result (pairing, path_bridges, rails, iommu, gpu_driver,
+                  fabric_manager, nvidia_fs; any may be missing),
+         "dcb": {netdev: dcb.read_rail(...) result, or {"error": str}},
+         "rdma_cm": [{"device", "port", "rail", "tos"}]   (tos None: not readable, no sample),
+         "nvfs": nvfs.counters(...) dict or None (nvidia-fs stats not readable),
+         "gds": {"gds_active": bool, "compat_fallback_suspected": bool} or None}
+
+This file is private to the collection: no stable API is promised.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import math
+import re
+
+PREFIX = "gpufabric_"
+TYPES = ("gauge", "counter", "untyped")
+_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+# ACS control bits whose setting redirects peer-to-peer TLPs upstream: ReqRedir, CmpltRedir, EgressCtrl
+# (the bits pci=disable_acs_redir= clears; pci.ACS_BIT values)
+ACS_REDIRECT_MASK = 0x04 | 0x08 | 0x20
+
+# name -> (type, help); every metric this module can emit
+METRICS = {
+    "acs_capability_present": ("gauge", "1 when the bridge on a GPU-NIC peer-to-peer path has an ACS capability."),
+    "acs_ctrl": ("gauge", "ACS control register of a bridge on a GPU-NIC peer-to-peer path."),
+    "acs_redirect_clear": ("gauge", "1 when ReqRedir, CmpltRedir and EgressCtrl are clear on a bridge of the "
+                                    "GPU-NIC path (a bridge without ACS capability redirects nothing: 1)."),
+    "pair_relation_info": ("gauge", "GPU-NIC pairing with the PCIe relation of the pair (PIX, PXB, PHB, NODE, SYS)."),
+    "pair_cross_numa": ("gauge", "1 when a GPU and its paired NIC sit on different NUMA nodes (SYS)."),
+    "rail_dcb_up": ("gauge", "1 when the DCB state of the rail could be read with dcb -j."),
+    "rail_trust_dscp": ("gauge", "1 when the rail classifies by DSCP (DSCP trust), 0 for PCP trust."),
+    "rail_pfc_enabled": ("gauge", "1 when PFC is enabled for the priority on the rail."),
+    "rail_dscp_priority": ("gauge", "Priority a DSCP maps to on the rail (the lowest when several are listed)."),
+    "rail_dscp_app_entries": ("gauge", "Number of DSCP APP entries of the rail."),
+    "rdma_cm_tos": ("gauge", "rdma_cm default RoCE ToS of the RDMA device port (configfs default_roce_tos)."),
+    "gds_active": ("gauge", "1 when the last GDS proof moved the nvidia-fs counters with compat mode off."),
+    "gds_compat_fallback_detected": ("gauge", "1 when the last GDS proof saw cuFile fall back to POSIX I/O "
+                                              "(compatibility mode)."),
+    "nvfs_loaded": ("gauge", "1 when the nvidia-fs kernel module is loaded."),
+    "nvfs_rw_stats_enabled": ("gauge", "nvidia-fs rw_stats_enabled parameter (read/write counters on)."),
+    "nvfs_reads_total": ("counter", "nvidia-fs read operations (stats n=)."),
+    "nvfs_read_ok_total": ("counter", "nvidia-fs successful read operations (stats ok=)."),
+    "nvfs_read_errors_total": ("counter", "nvidia-fs read errors (stats err=)."),
+    "nvfs_read_mib_total": ("counter", "MiB read through nvidia-fs (stats readMiB=)."),
+    "nvfs_writes_total": ("counter", "nvidia-fs write operations (stats n=)."),
+    "nvfs_write_ok_total": ("counter", "nvidia-fs successful write operations (stats ok=)."),
+    "nvfs_write_errors_total": ("counter", "nvidia-fs write errors (stats err=)."),
+    "nvfs_write_mib_total": ("counter", "MiB written through nvidia-fs (stats writeMiB=)."),
+    "iommu_identity": ("gauge", "1 when every IOMMU group is in identity (passthrough) mode."),
+    "iommu_mode_info": ("gauge", "IOMMU mode of the node (identity, translated, off, mixed)."),
+    "gpu_driver_open": ("gauge", "1 when the NVIDIA open kernel module is loaded."),
+    "gpu_driver_info": ("gauge", "NVIDIA kernel module flavour (open, proprietary, none) and version."),
+    "fabric_manager_needed": ("gauge", "1 when NVSwitches are present (nvidia-fabricmanager is needed)."),
+    "fabric_manager_running": ("gauge", "1 when nvidia-fabricmanager is running."),
+}
+
+# nvfs.counters() key -> metric
+NVFS_COUNTERS = (("reads", "nvfs_reads_total"), ("reads_ok", "nvfs_read_ok_total"),
+                 ("read_err", "nvfs_read_errors_total"), ("read_mib", "nvfs_read_mib_total"),
+                 ("writes", "nvfs_writes_total"), ("writes_ok", "nvfs_write_ok_total"),
+                 ("write_err", "nvfs_write_errors_total"), ("write_mib", "nvfs_write_mib_total"))
+
+
+def escape_label_value(value):
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def escape_help(text):
+    return str(text).replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def format_value(value):
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "+Inf" if value > 0 else "-Inf"
+        return repr(value)
+    raise ValueError("metric value %r is not a number" % (value,))
+
+
+def _natural(text):
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", text)]
+
+
+class Family(object):
+    """One metric family: name, type, help and its samples."""
+
+    def __init__(self, name, mtype, help_text):
+        if not _METRIC_NAME.match(name or ""):
+            raise ValueError("invalid metric name %r" % (name,))
+        if mtype not in TYPES:
+            raise ValueError("metric type %r is not one of %s" % (mtype, ", ".join(TYPES)))
+        if mtype == "counter" and not name.endswith("_total"):
+            raise ValueError("counter %s must end in _total" % name)
+        self.name = name
+        self.mtype = mtype
+        self.help = help_text
+        self.samples = {}
+
+    def add(self, value, **labels):
+        for key in labels:
+            if not _LABEL_NAME.match(key) or key.startswith("__"):
+                raise ValueError("invalid label name %r for %s" % (key, self.name))
+        format_value(value)
+        key = tuple(sorted((k, str(v)) for k, v in labels.items()))
+        if key in self.samples:
+            raise ValueError("%s has two samples with the labels %s" % (self.name, dict(key)))
+        self.samples[key] = value
+        return self
+
+    def lines(self):
+        out = ["# HELP %s %s" % (self.name, escape_help(self.help)), "# TYPE %s %s" % (self.name, self.mtype)]
+        for key in sorted(self.samples, key=lambda k: [(n, _natural(v)) for n, v in k]):
+            labels = ",".join('%s="%s"' % (n, escape_label_value(v)) for n, v in key)
+            out.append("%s%s %s" % (self.name, "{%s}" % labels if labels else "", format_value(self.samples[key])))
+        return out
+
+
+def render(families):
+    names = set()
+    lines = []
+    for fam in sorted(families, key=lambda f: f.name):
+        if fam.name in names:
+            raise ValueError("metric family %s is given twice" % fam.name)
+        names.add(fam.name)
+        if fam.samples:
+            lines.extend(fam.lines())
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+# ------------------------------------------------------------------------------------------------
+# gpufabric evidence
+
+
+class _Families(object):
+    def __init__(self):
+        self.by_name = {}
+
+    def add(self, short, value, **labels):
+        if value is None:
+            return
+        fam = self.by_name.get(short)
+        if fam is None:
+            mtype, help_text = METRICS[short]
+            fam = self.by_name[short] = Family(PREFIX + short, mtype, help_text)
+        fam.add(value, **labels)
+
+
+def _acs(fams, facts):
+    bridges = dict((b["bdf"], b) for b in facts.get("path_bridges") or [])
+    for b in bridges.values():
+        acs = b.get("acs") or {}
+        if "error" in acs:
+            continue
+        fams.add("acs_capability_present", bool(acs.get("present")), bridge=b["bdf"], role=b.get("role") or "")
+        if acs.get("present"):
+            fams.add("acs_ctrl", int(acs["ctrl"]), bridge=b["bdf"], role=b.get("role") or "")
+    for p in facts.get("pairing") or []:
+        fams.add("pair_relation_info", 1, gpu=p["gpu"], nic=p["nic"], netdev=p.get("netdev") or "",
+                 relation=p["relation"])
+        fams.add("pair_cross_numa", bool(p.get("cross_numa")), gpu=p["gpu"], nic=p["nic"])
+        for bdf in p.get("bridges") or []:
+            b = bridges.get(bdf)
+            acs = (b or {}).get("acs") or {}
+            if b is None or "error" in acs:
+                continue
+            clear = (not acs.get("present")) or not (int(acs["ctrl"]) & ACS_REDIRECT_MASK)
+            fams.add("acs_redirect_clear", clear, bridge=bdf, role=b.get("role") or "", gpu=p["gpu"], nic=p["nic"])
+
+
+def _dcb(fams, dcb_state):
+    for rail in sorted(dcb_state or {}):
+        cur = dcb_state[rail] or {}
+        ok = "error" not in cur and "app" in cur and "pfc" in cur
+        fams.add("rail_dcb_up", ok, rail=rail)
+        if not ok:
+            continue
+        fams.add("rail_trust_dscp", cur.get("trust") == "dscp", rail=rail)
+        for prio, on in enumerate(cur["pfc"]["prio_pfc"]):
+            fams.add("rail_pfc_enabled", bool(on), rail=rail, priority=prio)
+        dscp = cur["app"]["dscp"]
+        fams.add("rail_dscp_app_entries", int(cur["app"]["count"]), rail=rail)
+        for d in sorted(dscp):
+            if dscp[d]:
+                fams.add("rail_dscp_priority", min(dscp[d]), rail=rail, dscp=d)
+
+
+def _facts(fams, facts):
+    iommu = facts.get("iommu")
+    if iommu:
+        fams.add("iommu_identity", iommu.get("mode") == "identity")
+        fams.add("iommu_mode_info", 1, mode=iommu.get("mode") or "")
+    drv = facts.get("gpu_driver")
+    if drv:
+        fams.add("gpu_driver_open", drv.get("flavour") == "open")
+        fams.add("gpu_driver_info", 1, flavour=drv.get("flavour") or "", version=drv.get("version") or "")
+    fm = facts.get("fabric_manager")
+    if fm:
+        fams.add("fabric_manager_needed", bool(fm.get("needed")))
+        fams.add("fabric_manager_running", bool(fm.get("running")))
+    nv = facts.get("nvidia_fs")
+    if nv:
+        fams.add("nvfs_loaded", bool(nv.get("loaded")))
+        if nv.get("rw_stats_enabled") is not None:
+            fams.add("nvfs_rw_stats_enabled", int(nv["rw_stats_enabled"]))
+
+
+def families_from_evidence(evidence):
+    fams = _Families()
+    facts = evidence.get("facts") or {}
+    _acs(fams, facts)
+    _dcb(fams, evidence.get("dcb"))
+    for t in evidence.get("rdma_cm") or []:
+        if t.get("tos") is not None:
+            fams.add("rdma_cm_tos", int(t["tos"]), device=t["device"], port=t["port"], rail=t.get("rail") or "")
+    _facts(fams, facts)
+    nvfs = evidence.get("nvfs")
+    if nvfs:
+        for key, short in NVFS_COUNTERS:
+            if nvfs.get(key) is not None:
+                fams.add(short, int(nvfs[key]))
+    gds = evidence.get("gds")
+    if gds:
+        fams.add("gds_active", bool(gds.get("gds_active")))
+        if gds.get("compat_fallback_suspected") is not None:
+            fams.add("gds_compat_fallback_detected", bool(gds["compat_fallback_suspected"]))
+    return list(fams.by_name.values())
+
+
+def render_evidence(evidence):
+    return render(families_from_evidence(evidence))

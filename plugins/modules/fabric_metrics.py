@@ -1,0 +1,330 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: fabric_metrics
+short_description: Write the GPU fabric evidence as a node_exporter textfile collector file
+version_added: 0.1.0
+description:
+  - Runs on the node and gathers the evidence itself, read-only - the GPU/NIC pairing with the PCIe relation of each
+    pair and the ACS control register of every bridge on a paired path (from sysfs and PCI config space), the DCB
+    state of every rail (DSCP trust, DSCP to priority map, PFC per priority) with C(dcb -j), the rdma_cm default
+    RoCE ToS of every RDMA port (configfs), the nvidia-fs read/write counters, IOMMU mode, NVIDIA driver flavour and
+    Fabric Manager state - and writes them in the Prometheus text format to I(textfile_dir)/I(filename), where
+    node_exporter's textfile collector exposes them.
+  - The file is written atomically (a temporary file in the same directory, renamed) and only when its content
+    changes. It carries no timestamps, so a node whose state did not change is not rewritten.
+  - Evidence that cannot be read is left out, never written as zero - nvidia-fs counters when nvidia-fs is not loaded
+    or prints no read/write counters (C(rw_stats_enabled=0)), the ToS of a port whose rdma_cm configfs group does not
+    exist, the ACS state of a bridge whose config space cannot be read. A rail whose C(dcb) query fails has
+    C(gpufabric_rail_dcb_up 0) and no other DCB series.
+  - C(gpufabric_gds_active) and C(gpufabric_gds_compat_fallback_detected) come from I(gds) (the result of
+    M(gpufabric.node.gds_verify)) because proving GDS takes a test transfer; they are absent without it.
+  - "Metrics: C(gpufabric_acs_redirect_clear{bridge,role,gpu,nic}) (1 when ReqRedir, CmpltRedir and EgressCtrl are
+    clear; a bridge without ACS capability redirects nothing and counts as clear), C(gpufabric_acs_ctrl{bridge,role}),
+    C(gpufabric_acs_capability_present{bridge,role}), C(gpufabric_pair_relation_info{gpu,nic,netdev,relation}),
+    C(gpufabric_pair_cross_numa{gpu,nic}), C(gpufabric_rail_dcb_up{rail}), C(gpufabric_rail_trust_dscp{rail}),
+    C(gpufabric_rail_pfc_enabled{rail,priority}), C(gpufabric_rail_dscp_priority{rail,dscp}),
+    C(gpufabric_rail_dscp_app_entries{rail}), C(gpufabric_rdma_cm_tos{device,port,rail}), C(gpufabric_gds_active),
+    C(gpufabric_gds_compat_fallback_detected), C(gpufabric_nvfs_loaded), C(gpufabric_nvfs_rw_stats_enabled),
+    C(gpufabric_nvfs_reads_total), C(gpufabric_nvfs_read_ok_total), C(gpufabric_nvfs_read_errors_total),
+    C(gpufabric_nvfs_read_mib_total) and the same four for writes, C(gpufabric_iommu_identity),
+    C(gpufabric_iommu_mode_info{mode}), C(gpufabric_gpu_driver_open), C(gpufabric_gpu_driver_info{flavour,version}),
+    C(gpufabric_fabric_manager_needed), C(gpufabric_fabric_manager_running)."
+author:
+  - gpufabric developers (@gpufabric)
+requirements:
+  - iproute2 5.12 or later (C(dcb)) for the DCB metrics; without C(dcb) the rails report C(gpufabric_rail_dcb_up 0).
+options:
+  textfile_dir:
+    description:
+      - Directory node_exporter's textfile collector reads (C(--collector.textfile.directory)). Created when missing.
+    type: path
+    default: /var/lib/prometheus/node-exporter
+  filename:
+    description:
+      - Name of the file in I(textfile_dir). Must end in C(.prom) (the collector reads only those) and contain no
+        C(/).
+    type: str
+    default: gpufabric.prom
+  mode:
+    description: Permissions of the file.
+    type: raw
+    default: '0644'
+  rails:
+    description:
+      - Network interfaces (netdev names) whose DCB state is exported.
+      - Defaults to every discovered rail with an Ethernet (RoCE) link layer.
+    type: list
+    elements: str
+  dcb:
+    description: Read the DCB state of the rails with C(dcb -j). C(false) leaves the rail DCB metrics out.
+    type: bool
+    default: true
+  gds:
+    description:
+      - The verdict of M(gpufabric.node.gds_verify) (its registered result, or a dict with C(gds_active) and
+        optionally C(compat_fallback_suspected)).
+      - A check-mode verdict (C(transfer) present but null - no test transfer was made) proves nothing and is left
+        out with a warning.
+    type: dict
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Check mode gathers the evidence, renders the file and reports whether it would change; it writes nothing.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+  platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
+    platforms: posix
+    details: Linux; the ACS metrics need root (PCI config space beyond 64 bytes).
+notes:
+  - Runs C(dcb) from C(PATH) with C(LC_ALL=C); it only runs C(dcb -V) and C(dcb -j ... show) commands.
+  - Run it from cron or a systemd timer (or each report run) to keep the file fresh; node_exporter exposes the file
+    modification time as C(node_textfile_mtime_seconds).
+seealso:
+  - name: node_exporter textfile collector
+    description: How node_exporter reads C(*.prom) files.
+    link: https://github.com/prometheus/node_exporter#textfile-collector
+  - module: gpufabric.node.gds_verify
+  - module: gpufabric.node.fabric_report
+"""
+
+EXAMPLES = r"""
+- name: Export the fabric evidence for node_exporter
+  gpufabric.node.fabric_metrics:
+
+- name: Include the last GDS verdict
+  gpufabric.node.fabric_metrics:
+    textfile_dir: /var/lib/node_exporter/textfile_collector
+    gds: "{{ gds_verify_result }}"
+  when: gds_verify_result is defined
+
+- name: Only two rails, no DCB queries
+  gpufabric.node.fabric_metrics:
+    rails: [ens1np0, ens2np0]
+    dcb: false
+"""
+
+RETURN = r"""
+changed:
+  description: Whether the file was (or, in check mode, would be) written.
+  returned: always
+  type: bool
+path:
+  description: The textfile collector file.
+  returned: always
+  type: str
+  sample: /var/lib/prometheus/node-exporter/gpufabric.prom
+samples:
+  description: Number of samples in the file.
+  returned: always
+  type: int
+  sample: 742
+families:
+  description: Names of the metric families in the file, sorted.
+  returned: always
+  type: list
+  elements: str
+  sample: [gpufabric_acs_redirect_clear, gpufabric_rail_pfc_enabled]
+rails:
+  description: Rails whose DCB state was read, with C(dcb_up) and the error when the read failed.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{rail: ens1np0, dcb_up: true, error: null}]
+dcb_version:
+  description: iproute2 version of the dcb binary; null when dcb was not run or not found.
+  returned: always
+  type: str
+  sample: 6.1.0
+"""
+
+import os
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufabric.node.plugins.module_utils import dcb
+from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils import prom
+from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+
+
+def make_runner(module, binary):
+    def run(argv):
+        return module.run_command([binary] + list(argv[1:]), environ_update={"LC_ALL": "C", "LANG": "C"})
+    return run
+
+
+def parse_mode(mode):
+    if isinstance(mode, int) and not isinstance(mode, bool):
+        value = mode
+    else:
+        try:
+            value = int(str(mode), 8)
+        except ValueError:
+            raise ValueError("mode must be an octal permission such as '0644', not %r" % (mode,))
+    if not 0 <= value <= 0o7777:
+        raise ValueError("mode %o is out of range" % value)
+    return value
+
+
+def validate_filename(name):
+    if not name or "/" in name or name in (".", "..") or not name.endswith(".prom") or name == ".prom":
+        raise ValueError("filename must be a plain file name ending in .prom (node_exporter reads only those), "
+                         "not %r" % (name,))
+    return name
+
+
+def gds_evidence(gds):
+    """(evidence dict or None, warning or None) from a gds_verify result."""
+    if gds is None:
+        return None, None
+    if "gds_active" not in gds:
+        raise ValueError("gds must be the result of gds_verify (a dict with gds_active), got keys %s"
+                         % ", ".join(sorted(gds)))
+    if "transfer" in gds and gds["transfer"] is None:
+        return None, ("the gds verdict comes from check mode (no test transfer was made): gpufabric_gds_active is "
+                      "left out")
+    return {"gds_active": bool(gds["gds_active"]),
+            "compat_fallback_suspected": (None if gds.get("compat_fallback_suspected") is None
+                                          else bool(gds["compat_fallback_suspected"]))}, None
+
+
+def default_rails(facts):
+    out = []
+    for r in facts.get("rails") or []:
+        if r.get("netdev") and r.get("link_layer") == "Ethernet" and r["netdev"] not in out:
+            out.append(r["netdev"])
+    return out
+
+
+def read_dcb(module, sysroot, rails):
+    """({rail: read_rail result or {error}}, dcb version string or None)."""
+    binary = module.get_bin_path("dcb")
+    if binary is None:
+        err = "dcb (iproute2 >= 5.12) was not found in PATH"
+        return dict((r, {"error": err}) for r in rails), None
+    run = make_runner(module, binary)
+    try:
+        version = dcb.dcb_version(run)
+    except dcb.DcbError as e:
+        return dict((r, {"error": str(e)}) for r in rails), None
+    out = {}
+    for rail in rails:
+        try:
+            apptrust = dcb.probe_apptrust(run, rail, dcb.driver_of(sysroot, rail), version)
+            out[rail] = dcb.read_rail(run, rail, apptrust=apptrust)
+        except dcb.DcbError as e:
+            out[rail] = {"error": str(e)}
+    return out, ".".join(str(v) for v in version)
+
+
+def read_tos(sysroot, facts):
+    out = []
+    for r in facts.get("rails") or []:
+        raw = sysroot.read("%s/%s/ports/%d/default_roce_tos" % (rdma_cm.RDMA_CM, r["ibdev"], r["port"]))
+        try:
+            tos = int(raw) if raw is not None else None
+        except ValueError:
+            tos = None
+        out.append({"device": r["ibdev"], "port": r["port"], "rail": r.get("netdev"), "tos": tos})
+    return out
+
+
+def read_nvfs(sysroot, facts):
+    if not (facts.get("nvidia_fs") or {}).get("loaded"):
+        return None
+    text = sysroot.read_raw(nvfs.STATS)
+    if not text:
+        return None
+    return nvfs.counters(nvfs.parse_stats(text))
+
+
+def _current(sysroot, path):
+    try:
+        content = sysroot.read_bytes(path)
+    except (IOError, OSError):
+        return None, None
+    try:
+        mode = stat.S_IMODE(os.stat(sysroot.path(path)).st_mode)
+    except OSError:
+        mode = None
+    return content, mode
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            textfile_dir=dict(type="path", default="/var/lib/prometheus/node-exporter"),
+            filename=dict(type="str", default="gpufabric.prom"),
+            mode=dict(type="raw", default="0644"),
+            rails=dict(type="list", elements="str"),
+            dcb=dict(type="bool", default=True),
+            gds=dict(type="dict"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    sysroot = Sysroot()
+    try:
+        filename = validate_filename(p["filename"])
+        mode = parse_mode(p["mode"])
+        gds, gds_warning = gds_evidence(p["gds"])
+        if not os.path.isabs(p["textfile_dir"]):
+            raise ValueError("textfile_dir must be an absolute path, not %r" % p["textfile_dir"])
+    except ValueError as e:
+        module.fail_json(msg=str(e))
+    facts = topology.discover(sysroot)
+    rails = p["rails"] if p["rails"] is not None else default_rails(facts)
+    if p["rails"] is not None:
+        try:
+            dcb.validate_rails(sysroot, rails)
+        except dcb.DcbValidationError as e:
+            module.fail_json(msg=str(e))
+    dcb_state, dcb_version = {}, None
+    if p["dcb"] and rails:
+        dcb_state, dcb_version = read_dcb(module, sysroot, rails)
+    evidence = {"facts": facts, "dcb": dcb_state, "rdma_cm": read_tos(sysroot, facts),
+                "nvfs": read_nvfs(sysroot, facts), "gds": gds}
+    families = [f for f in prom.families_from_evidence(evidence) if f.samples]
+    text = prom.render(families)
+    path = os.path.join(p["textfile_dir"], filename)
+    before, before_mode = _current(sysroot, path)
+    after = text.encode("utf-8")
+    changed = before != after or before_mode != mode
+    if changed and not module.check_mode:
+        try:
+            sysroot.write_file_atomic(path, after, mode=mode)
+        except (IOError, OSError) as e:
+            module.fail_json(msg="cannot write %s: %s" % (path, e))
+    if gds_warning:
+        module.warn(gds_warning)
+    rail_results = []
+    for rail in sorted(dcb_state):
+        err = dcb_state[rail].get("error")
+        if err:
+            module.warn("DCB state of rail %s could not be read: %s" % (rail, err))
+        rail_results.append({"rail": rail, "dcb_up": not err, "error": err})
+    out = dict(changed=changed, path=path, samples=sum(len(f.samples) for f in families),
+               families=sorted(f.name for f in families), rails=rail_results, dcb_version=dcb_version)
+    if module._diff:
+        out["diff"] = dict(before="" if before is None else before.decode("utf-8", "replace"), after=text,
+                           before_header=path, after_header=path)
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()
