@@ -66,23 +66,23 @@ PLAYBOOK = """\
   gather_facts: false
   roles:
     - role: gpufabric.node.gds
-      vars:
-        gds_cluster_policy: true
-        gds_kubeconfig: {kubeconfig}
-        gds_driver_wait_timeout: 60
-        gds_verify: true
-        gds_verify_path: /mnt/gds-check
-        gds_verify_nfs_rdma: false
-        gds_verify_failed_when: never
+      vars: {role_vars}
 """
+ROLE_VARS = {
+    "gds_cluster_policy": True, "gds_driver_wait_timeout": 60, "gds_verify": True, "gds_verify_path": "/mnt/gds-check",
+    "gds_verify_nfs_rdma": False, "gds_verify_failed_when": "never",
+}
 
 
 class Operator(object):
-    """The GPU Operator's driver rollout as far as the role depends on it (a hook of the fake API)."""
+    """The GPU Operator's driver rollout as far as the role depends on it (a hook of the fake API).
 
-    def __init__(self, fleet, nvfs_saved):
+    A replaced driver pod loads nvidia-fs on its node unless the node is in ``broken`` (the pod never comes up)."""
+
+    def __init__(self, fleet, nvfs_saved, broken=()):
         self.fleet = fleet
         self.nvfs_saved = nvfs_saved
+        self.broken = set(broken)
         self.by_k8s = dict((v, k) for k, v in K8S_NAME.items())
         self.events = []  # (request index, inventory name, cause)
         self.gds_nodes = set()
@@ -102,25 +102,34 @@ class Operator(object):
         host = self.by_k8s[node_name]
         self.gds_nodes.add(node_name)
         self.events.append((len(api.requests) - 1, host, cause))
-        dest = os.path.join(self.fleet.root(host), NVFS)
-        if not os.path.exists(dest):
-            shutil.copytree(self.nvfs_saved, dest)
+        if host not in self.broken:
+            load_nvfs(self.fleet, host, self.nvfs_saved)
 
 
-def write_inventory(path):
-    hosts = dict((h, {"gds_node_name": K8S_NAME[h]}) for h in NODES)
+def load_nvfs(fleet, host, saved):
+    dest = os.path.join(fleet.root(host), NVFS)
+    if not os.path.exists(dest):
+        shutil.copytree(saved, dest)
+
+
+def write_inventory(path, names):
+    hosts = dict((h, {"gds_node_name": names[h]} if names else {}) for h in NODES)
     hosts["localhost"] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     with open(path, "w") as f:
         json.dump({"all": {"hosts": hosts}}, f)
     return path
 
 
-def run_play(fleet, tmp, api):
+def run_play(fleet, tmp, api, role_vars=None, names=None):
+    """Run the rollout play; the Kubernetes node names are host variables (``names``, K8S_NAME when None; {} for
+    none, then they come from the role's vars or its default)."""
     kubeconfig = api.write_kubeconfig(os.path.join(tmp, "kubeconfig"))
+    rv = dict(ROLE_VARS, gds_kubeconfig=kubeconfig)
+    rv.update(role_vars or {})
     play = os.path.join(tmp, "gds_rollout.yml")
     with open(play, "w") as f:
-        f.write(PLAYBOOK.format(kubeconfig=kubeconfig))
-    extra_inv = write_inventory(os.path.join(tmp, "k8s_names.json"))
+        f.write(PLAYBOOK.format(role_vars=json.dumps(rv)))
+    extra_inv = write_inventory(os.path.join(tmp, "k8s_names.json"), K8S_NAME if names is None else names)
     env = fleetmod.env()
     env.update(ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False", K8S_AUTH_KUBECONFIG=kubeconfig)
     argv = [os.path.join(fleetmod.BIN, "ansible-playbook"), "-i", fleet.inventory, "-i", extra_inv, play]
@@ -176,68 +185,131 @@ def fleet(tmp_path_factory):
     fl = fleetmod.Fleet(path, NODES)
     try:
         fl.create()
+        fl.nvfs_saved = str(tmp_path_factory.mktemp("gdscp-nvfs") / "nvidia-fs")
+        shutil.copytree(os.path.join(fl.root("sim1"), NVFS), fl.nvfs_saved)
         yield fl
     finally:
         fl.destroy()
 
 
-def test_rollout_one_node_at_a_time(fleet, tmp_path):
-    saved = str(tmp_path / "nvidia-fs")
-    shutil.copytree(os.path.join(fleet.root("sim1"), NVFS), saved)
-    for host in NODES:  # the old driver pods run without nvidia-fs
-        shutil.rmtree(os.path.join(fleet.root(host), NVFS))
-        os.makedirs(os.path.join(fleet.root(host), "mnt", "gds-check"))
+@pytest.fixture
+def cluster(fleet):
+    """Both nodes on their old driver pods (no nvidia-fs), the fake API with the ClusterPolicy and the operator."""
+    for host in NODES:
+        shutil.rmtree(os.path.join(fleet.root(host), NVFS), ignore_errors=True)
+        gds_dir = os.path.join(fleet.root(host), "mnt", "gds-check")
+        if not os.path.isdir(gds_dir):
+            os.makedirs(gds_dir)
     api = FakeK8s(nodes=dict((K8S_NAME[h], {"unschedulable": False}) for h in NODES))
-    operator = Operator(fleet, saved)
+    operator = Operator(fleet, fleet.nvfs_saved)
     api.hooks.append(operator)
     api.start()
     try:
-        rc, out = run_play(fleet, str(tmp_path), api)
-        assert rc == 0, out[-8000:]
-        log = task_log(out)
-
-        labels = label_patches(api)
-        cps = cp_patches(api)
-        # exactly one change of the ClusterPolicy, and it enables GDS
-        assert len(cps) == 1, cps
-        cp_index, cp_req = cps[0]
-        assert cp_req["content_type"].startswith("application/json-patch+json")
-        assert cp_req["body"] == [{"op": "add", "path": "/spec/gds/enabled", "value": True}]
-        cp = api.cluster_policy()
-        assert cp["spec"]["gds"]["enabled"] is True
-        assert cp["metadata"]["generation"] == 2
-        assert cp["spec"]["driver"]["version"] == "570.124.06", "the driver section was touched"
-
-        # every node of the play carries the skip label before the ClusterPolicy changes ...
-        before = [(host, value) for i, host, value in labels if i < cp_index]
-        assert sorted(before) == [("sim1", "true"), ("sim2", "true")], labels
-        # ... so the ClusterPolicy change itself replaces no driver pod
-        assert [e for e in operator.events if e[2] == "ClusterPolicy change"] == []
-
-        # then the labels come off one node at a time, in play order, each once
-        after = [(i, host, value) for i, host, value in labels if i > cp_index]
-        assert [(host, value) for _i, host, value in after] == [("sim1", None), ("sim2", None)], labels
-        assert [(host, cause) for _i, host, cause in operator.events] == [
-            ("sim1", "skip label removed"), ("sim2", "skip label removed")]
-        # sim2's driver is replaced only after sim1 waited for nvidia-fs and ran the proof
-        assert first(log, "Wait for nvidia-fs", "sim1") < first(log, "Let the operator replace", "sim2")
-        assert first(log, "Run the GDS proof", "sim1") < first(log, "Let the operator replace", "sim2")
-        assert first(log, "Wait for nvidia-fs", "sim2") > first(log, "Let the operator replace", "sim2")
-        for host in NODES:
-            assert SKIP not in api.node(K8S_NAME[host])["metadata"]["labels"]
-            assert os.path.exists(os.path.join(fleet.root(host), NVFS, "version"))
-
-        # a second run finds GDS enabled: no label goes back on, the ClusterPolicy is not patched, nothing changes
-        rv = dict((n, api.node(n)["metadata"]["resourceVersion"]) for n in K8S_NAME.values())
-        rv["cp"] = api.cluster_policy()["metadata"]["resourceVersion"]
-        seen = len(api.requests)
-        rc, out = run_play(fleet, str(tmp_path), api)
-        assert rc == 0, out[-8000:]
-        assert [x for x in label_patches(api) if x[0] >= seen and x[2] == "true"] == []
-        assert [x for x in cp_patches(api) if x[0] >= seen] == []
-        assert dict((n, api.node(n)["metadata"]["resourceVersion"]) for n in K8S_NAME.values()) == \
-            dict((k, v) for k, v in rv.items() if k != "cp")
-        assert api.cluster_policy()["metadata"]["resourceVersion"] == rv["cp"]
-        assert len(operator.events) == 2
+        yield api, operator
     finally:
         api.stop()
+
+
+def assert_one_node_at_a_time(fleet, api, operator, log):
+    labels = label_patches(api)
+    cps = cp_patches(api)
+    # exactly one change of the ClusterPolicy, and it enables GDS
+    assert len(cps) == 1, cps
+    cp_index, cp_req = cps[0]
+    assert cp_req["content_type"].startswith("application/json-patch+json")
+    assert cp_req["body"] == [{"op": "add", "path": "/spec/gds/enabled", "value": True}]
+    cp = api.cluster_policy()
+    assert cp["spec"]["gds"]["enabled"] is True
+    assert cp["metadata"]["generation"] == 2
+    assert cp["spec"]["driver"]["version"] == "570.124.06", "the driver section was touched"
+
+    # every node of the play carries the skip label before the ClusterPolicy changes ...
+    before = [(host, value) for i, host, value in labels if i < cp_index]
+    assert sorted(before) == [("sim1", "true"), ("sim2", "true")], labels
+    # ... so the ClusterPolicy change itself replaces no driver pod
+    assert [e for e in operator.events if e[2] == "ClusterPolicy change"] == [], operator.events
+
+    # then the labels come off one node at a time, in play order, each once
+    after = [(host, value) for i, host, value in labels if i > cp_index]
+    assert after == [("sim1", None), ("sim2", None)], labels
+    assert [(host, cause) for _i, host, cause in operator.events] == [
+        ("sim1", "skip label removed"), ("sim2", "skip label removed")]
+    # sim2's driver is replaced only after sim1 waited for nvidia-fs and ran the proof
+    assert first(log, "Wait for nvidia-fs", "sim1") < first(log, "Let the operator replace", "sim2")
+    assert first(log, "Run the GDS proof", "sim1") < first(log, "Let the operator replace", "sim2")
+    assert first(log, "Wait for nvidia-fs", "sim2") > first(log, "Let the operator replace", "sim2")
+    for host in NODES:
+        assert SKIP not in api.node(K8S_NAME[host])["metadata"]["labels"]
+        assert os.path.exists(os.path.join(fleet.root(host), NVFS, "version"))
+
+
+def test_rollout_one_node_at_a_time(fleet, cluster, tmp_path):
+    api, operator = cluster
+    rc, out = run_play(fleet, str(tmp_path), api)
+    assert rc == 0, out[-8000:]
+    assert_one_node_at_a_time(fleet, api, operator, task_log(out))
+
+    # a second run finds GDS enabled: no label goes back on, the ClusterPolicy is not patched, nothing changes
+    rvs = dict((n, api.node(n)["metadata"]["resourceVersion"]) for n in K8S_NAME.values())
+    rvs["cp"] = api.cluster_policy()["metadata"]["resourceVersion"]
+    seen = len(api.requests)
+    rc, out = run_play(fleet, str(tmp_path), api)
+    assert rc == 0, out[-8000:]
+    assert [x for x in label_patches(api) if x[0] >= seen and x[2] == "true"] == []
+    assert [x for x in cp_patches(api) if x[0] >= seen] == []
+    now = dict((n, api.node(n)["metadata"]["resourceVersion"]) for n in K8S_NAME.values())
+    now["cp"] = api.cluster_policy()["metadata"]["resourceVersion"]
+    assert now == rvs
+    assert len(operator.events) == 2
+
+
+@pytest.mark.parametrize("case", ["role_vars", "unknown_node"])
+def test_unresolvable_node_name_stops_before_the_change(fleet, cluster, tmp_path, case):
+    """The skip label cannot be put on a node: the role fails before the ClusterPolicy changes.
+
+    role_vars: gds_node_name given with the role. The labelling reads other hosts' names from hostvars (no role vars
+    there) and used to patch the inventory names (nonexistent nodes: kubernetes.core only warns), then enabled GDS,
+    which replaced both driver pods at once. unknown_node: a host variable names a node the cluster does not have."""
+    api, operator = cluster
+    if case == "role_vars":
+        rc, out = run_play(fleet, str(tmp_path), api, names={},
+                           role_vars={"gds_node_name": "gpu-{{ inventory_hostname }}.cluster.local"})
+        assert "Set gds_node_name as a host or group variable" in out, out[-8000:]
+    else:
+        rc, out = run_play(fleet, str(tmp_path), api, names=dict(K8S_NAME, sim2="gpu-sim2.typo.local"))
+        assert "gpu-sim2.typo.local" in out and "was not found" in out, out[-8000:]
+    assert rc != 0
+    assert cp_patches(api) == []
+    assert api.cluster_policy()["spec"]["gds"]["enabled"] is False
+    assert operator.events == []
+    assert [x for x in label_patches(api) if x[2] is None] == []
+    for host in NODES:
+        assert not os.path.exists(os.path.join(fleet.root(host), NVFS))
+
+
+def test_driver_never_comes_up_stops_the_rollout_then_resumes(fleet, cluster, tmp_path):
+    api, operator = cluster
+    operator.broken.add("sim1")
+    rc, out = run_play(fleet, str(tmp_path), api, role_vars={"gds_driver_wait_timeout": 5})
+    assert rc != 0
+    assert "Wait for nvidia-fs" in out
+    # sim1 failed its wait: the play stops there; sim2 keeps its skip label and its old driver pod
+    assert api.cluster_policy()["spec"]["gds"]["enabled"] is True
+    assert api.node(K8S_NAME["sim2"])["metadata"]["labels"].get(SKIP) == "true"
+    assert [(host, cause) for _i, host, cause in operator.events] == [("sim1", "skip label removed")]
+    assert not os.path.exists(os.path.join(fleet.root("sim2"), NVFS))
+
+    # sim1's driver pod comes up late; the next run continues with sim2 and does not relabel or repatch anything
+    load_nvfs(fleet, "sim1", fleet.nvfs_saved)
+    sim1_rv = api.node(K8S_NAME["sim1"])["metadata"]["resourceVersion"]
+    seen = len(api.requests)
+    rc, out = run_play(fleet, str(tmp_path), api)
+    assert rc == 0, out[-8000:]
+    assert [x for x in label_patches(api) if x[0] >= seen and x[2] is not None] == []
+    assert [x[1] for x in label_patches(api) if x[0] >= seen][-1] == "sim2"
+    assert [x for x in cp_patches(api) if x[0] >= seen] == []
+    assert [(host, cause) for _i, host, cause in operator.events] == [
+        ("sim1", "skip label removed"), ("sim2", "skip label removed")]
+    assert SKIP not in api.node(K8S_NAME["sim2"])["metadata"]["labels"]
+    assert api.node(K8S_NAME["sim1"])["metadata"]["resourceVersion"] == sim1_rv
+    assert os.path.exists(os.path.join(fleet.root("sim2"), NVFS, "version"))
