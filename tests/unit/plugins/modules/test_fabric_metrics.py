@@ -13,6 +13,7 @@ import stat
 import sys
 
 import pytest
+from ansible.module_utils import basic
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufabric_sim import topology as sim_topology
@@ -243,14 +244,20 @@ def test_gds_verdict(node, monkeypatch, gds, active, fallback):
         assert m["gpufabric_gds_compat_fallback_detected"] == {frozenset(): fallback}
 
 
-def test_without_dcb_binary_rails_are_down(node, monkeypatch, tmp_path):
+@pytest.mark.parametrize("how", ["missing", "broken"])
+def test_without_working_dcb_rails_are_down(node, monkeypatch, tmp_path, how):
     root, manifest = node
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))
+    if how == "missing":
+        real = basic.AnsibleModule.get_bin_path
+        monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
+                            lambda self, name, *a, **kw: None if name == "dcb" else real(self, name, *a, **kw))
+    else:
+        wrapper = tmp_path / "bin" / "dcb"
+        wrapper.write_text("#!/bin/sh\necho 'dcb: something is wrong' >&2\nexit 1\n")
     res = run_module(fabric_metrics, {}, monkeypatch=monkeypatch)
     assert not res.get("failed"), res
     assert res["dcb_version"] is None and not any(r["dcb_up"] for r in res["rails"])
+    assert ("not found in PATH" if how == "missing" else "something is wrong") in res["rails"][0]["error"]
     m = metrics(root)
     assert set(m["gpufabric_rail_dcb_up"].values()) == {0.0}
     assert len(m["gpufabric_rail_dcb_up"]) == len(manifest["rails"])
