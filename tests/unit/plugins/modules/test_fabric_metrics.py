@@ -204,7 +204,7 @@ def test_check_mode_writes_nothing(node, monkeypatch):
     assert res["changed"] and res["diff"]["before"] == written and res["diff"]["after"] != written
     with open(os.path.join(root, PROM)) as f:
         assert f.read() == written
-    assert [n for n in os.listdir(os.path.join(root, os.path.dirname(PROM)))] == ["gpufabric.prom"]
+    assert os.listdir(os.path.join(root, os.path.dirname(PROM))) == ["gpufabric.prom"]
 
 
 def test_only_listed_rails_and_mode(node, monkeypatch):
