@@ -15,6 +15,11 @@ ClusterPolicy change itself, the labels are removed one node at a time (the seco
 nvidia-fs came up and the proof ran there), and a second run changes nothing in the cluster.
 The Kubernetes node names differ from the inventory names (``gds_node_name`` as a host variable) so both the
 labelling loop and the per-node removal must use the mapping.
+
+Also: a node name the labelling cannot resolve (``gds_node_name`` given with the role, which hostvars do not show
+for the other hosts, or a node the cluster does not have) stops the role before the ClusterPolicy changes; a driver
+pod that never loads nvidia-fs stops the rollout on that node with the next node still labelled, and a rerun
+continues from there without relabelling or patching the ClusterPolicy again.
 """
 
 from __future__ import absolute_import, division, print_function
