@@ -13,7 +13,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_FORCE_COLOR ?= 0
 SANITY_VENV := $(CURDIR)/.venv-sanity
 
-.PHONY: venv link unit integration sanity lint molecule collection demo test clean
+.PHONY: venv link unit integration sanity lint molecule vm collection demo test clean
 
 $(VENV)/.stamp: requirements.txt
 	$(PY) -m venv $(VENV)
@@ -45,6 +45,11 @@ $(SANITY_VENV)/.stamp: requirements.txt
 sanity: venv $(SANITY_VENV)/.stamp
 	SANITY_VENV=$(SANITY_VENV) tests/sanity/run.sh
 
+# Tier 3: the real-kernel scenario in the QEMU lab (image from GPUFABRIC_VM_CACHE when its inputs are unchanged).
+vm: venv link
+	python3 tests/lab/vm/lab.py deps
+	$(BIN)/molecule test -s vm
+
 # The collection artifact builds, installs, and ansible-doc renders every module from the installed copy.
 collection: venv
 	rm -rf $(BUILD)/artifact && mkdir -p $(BUILD)/artifact
@@ -71,7 +76,7 @@ demo: venv link
 	@echo "Fleet left running in $(SIM); 'make clean' removes it."
 
 # README command 2: every test tier that runs on a machine without GPUs.
-test: unit collection integration sanity lint molecule
+test: unit collection sanity lint molecule vm integration
 
 clean:
 	-$(BIN)/python -m gpufabric_sim destroy --fleet $(SIM) 2>/dev/null

@@ -31,7 +31,9 @@ sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "vendor_nfs"))
 import vendor_fixture as vf  # noqa: E402 pylint: disable=wrong-import-position
 
 MODULE = os.path.join(REPO, "plugins", "modules", "vendor_nfs_build.py")
-LAB_PODMAN = os.path.join(REPO, ".cache", "vm", "podman")
+# the VM lab's cache (GPUFABRIC_VM_CACHE, as tests/lab/vm/labimage.py resolves it)
+LAB_CACHE = os.path.abspath(os.environ.get("GPUFABRIC_VM_CACHE") or os.path.join(REPO, ".cache", "vm"))
+LAB_PODMAN = os.path.join(LAB_CACHE, "podman")
 TIMINGS = {}
 
 pytestmark = [
@@ -68,18 +70,25 @@ def pick_kver():
     for img in podman_images(LAB_PODMAN):
         if img.startswith("localhost/gpufabric-kbuild:"):
             return img.split(":", 1)[1]
-    meta = os.path.join(REPO, ".cache", "vm", "images")
+    meta = os.path.join(LAB_CACHE, "images")
     for d in sorted(os.listdir(meta)) if os.path.isdir(meta) else []:
         mp = os.path.join(meta, d, "meta.json")
         if os.path.exists(mp):
             with open(mp) as f:
                 return json.load(f)["kver"]
-    p = subprocess.run(check=False, args=["apt-cache", "search", "--names-only", r"^linux-headers-6\.1\.0-[0-9]+-amd64$"],
+    # the builder image is debootstrapped from bookworm main: take the ABI that main's linux-headers-amd64 depends on
+    # (the host's apt also sees bookworm-security, whose newer ABIs debootstrap of main cannot install)
+    p = subprocess.run(check=False, args=["apt-cache", "madison", "linux-headers-amd64"],
                        stdout=subprocess.PIPE, universal_newlines=True)
-    found = sorted(re.findall(r"linux-headers-(6\.1\.0-(\d+)-amd64)", p.stdout), key=lambda x: int(x[1]))
-    if not found:
-        pytest.skip("no bookworm linux-headers-*-amd64 known to apt (run apt-get update)")
-    return found[-1][0]
+    main = [line.split("|")[1].strip() for line in p.stdout.splitlines()
+            if line.count("|") >= 2 and "bookworm/main" in line and "-security" not in line and "-updates" not in line]
+    if main:
+        d = subprocess.run(check=False, args=["apt-cache", "depends", "linux-headers-amd64=%s" % main[0]],
+                           stdout=subprocess.PIPE, universal_newlines=True)
+        m = re.search(r"linux-headers-(6\.1\.0-\d+-amd64)", d.stdout)
+        if m:
+            return m.group(1)
+    pytest.skip("no bookworm main linux-headers-amd64 known to apt (run apt-get update)")
 
 
 @pytest.fixture(scope="module")
