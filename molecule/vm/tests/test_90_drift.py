@@ -54,8 +54,12 @@ def test_drift_clean_on_converged_node(node):
     assert rep['items'] == [] and rep['errors'] == [] and not rep['drifted']
 
 
+def _item_key(item):
+    return (item['concern'], item['object'], item['key'])
+
+
 def test_injected_drift_reported_exactly_and_fixed(host, node):
-    for what, command, _ in INJECT:
+    for _what, command, _expected in INJECT:
         host.check_output(command)
     injected = read_back(host)
     log('injected: %s' % injected)
@@ -65,8 +69,8 @@ def test_injected_drift_reported_exactly_and_fixed(host, node):
     rep = report(node, 'drift-report')
     log('drift.yml after injection: rc=%d items=%s' % (rc, rep['items']))
     assert rc != 0
-    key = lambda i: (i['concern'], i['object'], i['key'])     # noqa: E731
-    assert sorted(rep['items'], key=key) == sorted((e for _, _, e in INJECT), key=key)
+    expected = sorted((entry[2] for entry in INJECT), key=_item_key)
+    assert sorted(rep['items'], key=_item_key) == expected
     assert rep['errors'] == []
 
     rc, out = playbook(DRIFT, '-e', 'gpufabric_report_dir=' + REPORTS, '-e', 'gpufabric_fix=true', timeout=900)
@@ -74,5 +78,5 @@ def test_injected_drift_reported_exactly_and_fixed(host, node):
     after = read_back(host)
     log('drift.yml -e gpufabric_fix=true: rc=%d items=%s; read back %s' % (rc, fixed['items'], after))
     assert rc == 0, out[-4000:]
-    assert sorted(fixed['items'], key=key) == sorted((e for _, _, e in INJECT), key=key)
+    assert sorted(fixed['items'], key=_item_key) == expected
     assert after == {'arp_ignore': '1', 'tos': '106', 'acs': '0011'}
