@@ -17,30 +17,17 @@ import time
 
 import pytest
 
+from fleet import why_not
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LAB = os.path.join(REPO, "tests", "lab")
 if LAB not in sys.path:
     sys.path.insert(0, LAB)
 
 
-def _why_not():
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, sshd)"
-    ip = shutil.which("ip") or "/usr/sbin/ip"
-    try:
-        p = subprocess.run([ip, "netns", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
-    except OSError:
-        return "iproute2 'ip' not installed"
-    if p.returncode != 0:
-        return "'ip netns' unavailable: %s" % p.stderr.decode().strip()
-    if not (shutil.which("sshd") or os.path.exists("/usr/sbin/sshd")):
-        return "openssh-server not installed (tests/lab/apt-packages.txt)"
-    if not shutil.which("ansible", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")):
-        return "ansible not installed in this environment"
-    return None
 
 
-WHY = _why_not()
+WHY = why_not()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
 
 ANSIBLE_CFG = """\
