@@ -24,9 +24,6 @@ LAB = os.path.join(REPO, "tests", "lab")
 if LAB not in sys.path:
     sys.path.insert(0, LAB)
 
-
-
-
 WHY = why_not()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
 
