@@ -45,13 +45,16 @@ def run_inproc(argv):
 def run_spawn(argv):
     COUNT["n"] += 1
     p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                       env=dict(os.environ, LC_ALL="C", LANG="C"))
+                       env=dict(os.environ, LC_ALL="C", LANG="C"), check=False)
     return p.returncode, p.stdout, p.stderr
+
+
+SYSCTL_VALUES = {"arp_ignore": 1, "arp_announce": 2, "rp_filter": 2}
 
 
 def timeit(fn, reps):
     times = []
-    for _ in range(reps):
+    for _rep in range(reps):
         COUNT["n"] = 0
         t0 = time.perf_counter()
         fn()
@@ -95,8 +98,7 @@ def main(argv):
         ("dcb_apply_check_inproc", lambda: dcb.apply_dcb(run_inproc, rails, desired, True, sysroot=sr)),
         ("dcb_apply_check_spawn", lambda: dcb.apply_dcb(run_spawn, rails, desired, True, sysroot=sr)),
         ("acs_select_apply_check", acs_check),
-        ("sysctl_manage_check", lambda: sysctl.manage(sr, rails, {"arp_ignore": 1, "arp_announce": 2,
-                                                                    "rp_filter": 2}, True)),
+        ("sysctl_manage_check", lambda: sysctl.manage(sr, rails, SYSCTL_VALUES, True)),
         ("rdma_cm_apply_tos_check", rdma_check),
         ("nccl_render", nccl_render),
         ("cmdline_ensure_check", cmdline_check),

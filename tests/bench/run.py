@@ -89,13 +89,13 @@ def ensure_matplotlib():
         return True
     except ImportError:
         log("installing matplotlib into %s (benchmark only)" % BIN)
-        p = subprocess.run([os.path.join(BIN, "pip"), "install", "-q", "matplotlib"])
+        p = subprocess.run([os.path.join(BIN, "pip"), "install", "-q", "matplotlib"], check=False)
         return p.returncode == 0
 
 
 def sim(*args):
     p = subprocess.run([sys.executable, "-m", "gpufabric_sim"] + list(args), env=env(), stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, universal_newlines=True)
+                       stderr=subprocess.PIPE, universal_newlines=True, check=False)
     if p.returncode != 0:
         raise RuntimeError("gpufabric_sim %s failed: %s %s" % (args[0], p.stdout[-2000:], p.stderr[-2000:]))
     return p.stdout
@@ -121,7 +121,7 @@ class Fleet(object):
             # the emulators create their lock files on first use; take the snapshot after that
             for tool in ("dcb", "ethtool"):
                 subprocess.run([os.path.join(self.path, node, "bin", tool), "-V"], env=dict(
-                    os.environ, GPUFABRIC_SYSROOT=root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    os.environ, GPUFABRIC_SYSROOT=root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
             for d in RESET_DIRS:
                 dst = os.path.join(self.pristine, node, d)
                 shutil.copytree(os.path.join(root, d), dst, symlinks=True)
@@ -142,7 +142,7 @@ class Fleet(object):
 
     def destroy(self):
         subprocess.run([sys.executable, "-m", "gpufabric_sim", "destroy", "--fleet", self.path], env=env(),
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         shutil.rmtree(self.pristine, ignore_errors=True)
         shutil.rmtree(self.path, ignore_errors=True)
 
@@ -157,7 +157,7 @@ def playbook(fleet, path, args, forks, logdir, tag, verbose=False, extra_env=Non
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(os.path.join(logdir, tag + ".log"), "w") as out:
         p = subprocess.run(cmd, env=env(dict(BENCH_TIMER_OUT=timer, **(extra_env or {}))), stdout=out,
-                           stderr=subprocess.STDOUT, cwd=REPO)
+                           stderr=subprocess.STDOUT, cwd=REPO, check=False)
     wall = time.time() - t0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     # CPU of ansible-playbook and its workers (the controller side; the nodes' processes run under their sshd)
@@ -252,7 +252,7 @@ def med(values):
 def node_exec(fleet, node, argv):
     p = subprocess.run([sys.executable, "-m", "gpufabric_sim", "exec", "--fleet", fleet.path, "--node", node,
                         "--"] + argv, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True)
+                       universal_newlines=True, check=False)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -277,7 +277,7 @@ def module_times(fleet, reps):
     out = {}
     for name, args in MODULE_ARGS:
         runs = []
-        for _ in range(reps):
+        for _rep in range(reps):
             rc, so, se = node_exec(fleet, fleet.nodes[0], ["env", "PYTHONPATH=%s" % BUILD, py,
                                                            os.path.join(HERE, "module_timer.py"), name,
                                                            json.dumps(args), "--check"])
@@ -305,7 +305,7 @@ def inprocess(fleet, reps):
 def vendor_nfs_cached(reps):
     """vendor_nfs_build's cached path (tests/bench/vendor_nfs_cached.py), goal < 2 s."""
     p = subprocess.run([sys.executable, os.path.join(HERE, "vendor_nfs_cached.py"), str(reps)], env=env(),
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     try:
         res = json.loads(p.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -328,7 +328,7 @@ def bench_size(n, args, logroot):
     res = {"nodes": n, "create_s": round(fleet.create_s, 2), "load_start": loadavg(), "runs": []}
     try:
         subprocess.run([os.path.join(BIN, "ansible"), "-i", fleet.inventory, "all", "-m", "ansible.builtin.ping",
-                        "-f", str(args.forks)], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        "-f", str(args.forks)], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         reps = args.reps if n == 1 else max(1, args.reps_large)
         raw = {"collection": {"converge": [], "drift": []}, "baseline": {"converge": [], "drift": []}}
         variants = {
@@ -418,7 +418,7 @@ def mitogen(fleet, args, logdir):
                 % venv}
     p = subprocess.run([py, "-c", "import ansible_mitogen, os, ansible, mitogen; print(os.path.dirname("
                         "ansible_mitogen.__file__)); print(ansible.__version__); print('.'.join(map(str, mitogen.__version__)))"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     if p.returncode != 0:
         return {"ok": False, "why": p.stderr[-500:]}
     mdir, core, mver = p.stdout.split()
@@ -430,7 +430,7 @@ def mitogen(fleet, args, logdir):
         r = subprocess.run([os.path.join(venv, "bin", "ansible-playbook"), "-i", fleet.inventory,
                             os.path.join(REPO, "playbooks", "drift.yml"), "-e",
                             "gpufabric_report_dir=%s" % os.path.join(logdir, "reports")], env=e, stdout=f,
-                           stderr=subprocess.STDOUT, cwd=REPO)
+                           stderr=subprocess.STDOUT, cwd=REPO, check=False)
     out["drift_s"] = round(time.time() - t0, 3)
     out["rc"] = r.returncode
     with open(os.path.join(logdir, "mitogen-drift.log")) as f:
@@ -572,7 +572,7 @@ def plot(results, path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--quick", action="store_true", help="1 and 8 nodes, 2 repetitions")
     ap.add_argument("--sizes", default="1,8,32,64")
     ap.add_argument("--reps", type=int, default=3, help="repetitions for the 1-node fleet")

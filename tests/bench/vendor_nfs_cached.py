@@ -69,9 +69,9 @@ def main(argv):
         env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""), GPUFABRIC_SYSROOT=root)
         cmd = [sys.executable, os.path.join(HERE, "module_timer.py"), "vendor_nfs_build", json.dumps(args)]
         runs = []
-        for _ in range(reps + 1):
+        for _rep in range(reps + 1):
             p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               universal_newlines=True)
+                               universal_newlines=True, check=False)
             runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
         bad = [r for r in runs if r["failed"]]
         if bad:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Baseline helper: what `setpci -s BDF ECAP_ACS+6.w=VALUE:MASK` does, for the simulated sysfs config files.
