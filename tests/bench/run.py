@@ -484,6 +484,7 @@ def write_md(results, path):
             results["reps"], results["reps_large"], results["drift_reps"]), "",
          "| nodes | collection converge s | baseline converge s | speedup | collection drift s | "
          "baseline drift s | speedup | load1 during |", "|---|---|---|---|---|---|---|---|"]
+
     def fmt(v, suffix=""):
         return "not run" if v is None else "%s%s" % (v, suffix)
 
