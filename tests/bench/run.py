@@ -54,7 +54,7 @@ BASELINE_CONCERN = [  # task name prefix -> concern
     ("Clear ReqRedir", "acs"), ("Read the DSCP", "dcb"), ("Map DSCP", "dcb"), ("Read PFC", "dcb"),
     ("PFC on", "dcb"), ("Create the rdma_cm", "rdma_cm"), ("Wait for the kernel", "rdma_cm"),
     ("Read the default RoCE", "rdma_cm"), ("Set the default RoCE", "rdma_cm"), ("ARP and rp_filter", "sysctl"),
-    ("NCCL", "nccl"), ("Boot-time", "persistence"), ("udev rule", "persistence"), ("Enable the boot", "persistence"),
+    ("NCCL", "nccl"), ("Boot-time", "persistence"), ("Udev rule", "persistence"), ("Enable the boot", "persistence"),
     ("Reload systemd", "persistence"), ("Reload udev", "persistence"),
 ]
 
