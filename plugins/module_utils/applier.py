@@ -42,11 +42,6 @@ import subprocess
 import sys
 import time
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - every Linux Python has it
-    fcntl = None
-
 from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, rdma_cm, routing, state, topology
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -77,27 +72,6 @@ def command_runner(extra_env=None):
         out, err = p.communicate()
         return p.returncode, out, err
     return run
-
-
-class _Lock(object):
-    def __init__(self, sysroot, path=LOCK_FILE):
-        self.sysroot = sysroot
-        self.path = path
-        self.fd = None
-
-    def __enter__(self):
-        if fcntl is not None:
-            self.sysroot.makedirs(os.path.dirname(self.path))
-            self.fd = os.open(self.sysroot.path(self.path), os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-        return False
 
 
 class _Run(object):
@@ -368,7 +342,8 @@ def run_applier(sysroot, run, only_device=None, check_mode=False, log=None, wait
         ctx.skip("state", "nothing recorded in %s" % state_path)
         return done(RC_OK)
 
-    with _Lock(sysroot):
+    # one applier at a time (boot unit and udev-triggered instances); the store's flock helper, another lock file
+    with state.FileLock(sysroot, True, LOCK_FILE):
         if only_device is not None:
             if not sysroot.isdir("%s/%s" % (rdma_cm.IB_CLASS, only_device)):
                 ctx.error("device", "RDMA device %s does not exist (no %s/%s): removed again?"

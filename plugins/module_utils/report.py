@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 
 DRIFT_KEYS = ("concern", "object", "key", "current", "desired")
 SCHEMA = "gpufabric.drift/v1"
@@ -127,3 +128,20 @@ def to_markdown(report, title="gpufabric drift report", fixed=False):
 
 def to_json(report):
     return json.dumps(report, indent=2, sort_keys=True) + "\n"
+
+
+def write_files(root, dest, basename, contents, extensions, check_mode):
+    """Write ``contents[fmt]`` to ``dest/basename + extensions[fmt]`` atomically, only where it differs.
+
+    Shared by the report modules. Returns (paths, changed); nothing is written in check mode.
+    """
+    paths, changed = [], False
+    for fmt in contents:
+        path = os.path.join(dest, basename + extensions[fmt])
+        paths.append(path)
+        if root.read_raw(path) == contents[fmt]:
+            continue
+        changed = True
+        if not check_mode:
+            root.write_file_atomic(path, contents[fmt])
+    return paths, changed

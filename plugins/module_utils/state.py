@@ -268,7 +268,7 @@ def load(sysroot, path=STATE_FILE):
         raise StateError("%s: %s" % (path, e))
 
 
-class _Lock(object):
+class FileLock(object):
     """flock on the store's lock file (no-op in check mode or without fcntl)."""
 
     def __init__(self, sysroot, enabled, path=LOCK_FILE):
@@ -318,7 +318,7 @@ def record(sysroot, concern, data, check_mode, path=STATE_FILE):
 
     ``data`` None removes the section. ValueError for invalid data (nothing is written).
     """
-    with _Lock(sysroot, not check_mode):
+    with FileLock(sysroot, not check_mode):
         changed, _before, after = plan_record(sysroot, concern, data, path)
         if changed and not check_mode:
             sysroot.write_file_atomic(path, after, 0o644)

@@ -116,7 +116,6 @@ markdown:
   type: str
 """
 
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils import report as rpt
@@ -145,20 +144,11 @@ def main():
     markdown = rpt.to_markdown(report, p["title"], fixed=p["fixed"])
     contents = {"json": rpt.to_json(report), "markdown": markdown}
     ext = {"json": ".json", "markdown": ".md"}
-    root = Sysroot("/")
-    files = []
-    changed = False
-    for fmt in p["formats"]:
-        path = os.path.join(p["dest"], p["basename"] + ext[fmt])
-        files.append(path)
-        if root.read_raw(path) == contents[fmt]:
-            continue
-        changed = True
-        if not module.check_mode:
-            try:
-                root.write_file_atomic(path, contents[fmt])
-            except (IOError, OSError) as e:
-                module.fail_json(msg="cannot write the report file %s: %s" % (path, e))
+    try:
+        files, changed = rpt.write_files(Sysroot("/"), p["dest"], p["basename"],
+                                         dict((f, contents[f]) for f in p["formats"]), ext, module.check_mode)
+    except (IOError, OSError) as e:
+        module.fail_json(msg="cannot write the report files in %s: %s" % (p["dest"], e))
     module.exit_json(changed=changed, summary=report["summary"], report=report, files=files, markdown=markdown)
 
 

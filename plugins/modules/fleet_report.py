@@ -113,6 +113,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils import fleet_report as fr
+from ansible_collections.gpufabric.node.plugins.module_utils import report
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 EXT = {"html": ".html", "json": ".json", "markdown": ".md"}
@@ -150,18 +151,11 @@ def main():
     except fr.FleetReportError as e:
         module.fail_json(msg="cannot build the fleet report: %s" % e)
     contents = {"html": fr.to_html(rep), "json": fr.to_json(rep), "markdown": fr.to_markdown(rep)}
-    files, changed = [], False
-    for fmt in p["formats"]:
-        path = os.path.join(p["dest"], p["basename"] + EXT[fmt])
-        files.append(path)
-        if root.read_raw(path) == contents[fmt]:
-            continue
-        changed = True
-        if not module.check_mode:
-            try:
-                root.write_file_atomic(path, contents[fmt])
-            except (IOError, OSError) as e:
-                module.fail_json(msg="cannot write the report file %s: %s" % (path, e))
+    try:
+        files, changed = report.write_files(root, p["dest"], p["basename"],
+                                            dict((f, contents[f]) for f in p["formats"]), EXT, module.check_mode)
+    except (IOError, OSError) as e:
+        module.fail_json(msg="cannot write the report files in %s: %s" % (p["dest"], e))
     module.exit_json(changed=changed, summary=rep["summary"], changes=rep["changes"], files=files, report=rep)
 
 
