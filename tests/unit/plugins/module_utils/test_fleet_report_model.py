@@ -12,36 +12,16 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
+from fleet_nodes import DRIFT, discover_shipped, nodes_of
 
 from ansible_collections.gpufabric.node.plugins.module_utils import fleet_report as fr
-from ansible_collections.gpufabric.node.plugins.module_utils import topology
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
-from gpufabric_sim import topology as sim_topology
-from gpufabric_sim import tree
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
-DRIFT = [{"concern": "dcb", "object": "ens1np0", "key": "pfc", "current": [], "desired": [3]},
-         {"concern": "rdma_cm", "object": "mlx5_0/1", "key": "default_roce_tos", "current": 0, "desired": 106}]
 
 
 @pytest.fixture(scope="module")
 def facts(tmp_path_factory):
-    """gpufabric facts of the two shipped simulated topologies, discovered from built trees."""
-    out = {}
-    for i, name in enumerate(("hgx-h200", "pcie-4gpu-crossnuma"), 1):
-        root = str(tmp_path_factory.mktemp(name))
-        tree.build_tree(root, sim_topology.load(name), i)
-        out[name] = topology.discover(Sysroot(root), ["all"])
-    return out
-
-
-def nodes_of(facts, **over):
-    nodes = {"hgx": {"facts": facts["hgx-h200"], "drift": [], "gds": {"ok": True, "reasons": []}},
-             "pcie": {"facts": facts["pcie-4gpu-crossnuma"], "drift": DRIFT,
-                      "gds": {"ok": False, "reasons": ["IOMMU in translated mode: transfers fail with EIO"]}}}
-    for k, v in over.items():
-        nodes[k] = v
-    return nodes
+    return discover_shipped(tmp_path_factory)
 
 
 def svg_of(html, host):

@@ -8,33 +8,15 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import pytest
+from fleet_nodes import discover_shipped, nodes_of
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import topology
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import fleet_report as fleet_report_module
-from gpufabric_sim import topology as sim_topology
-from gpufabric_sim import tree
-
-DRIFT = [{"concern": "dcb", "object": "ens1np0", "key": "pfc", "current": [], "desired": [3]},
-         {"concern": "rdma_cm", "object": "mlx5_0/1", "key": "default_roce_tos", "current": 0, "desired": 106}]
 
 
 @pytest.fixture(scope="module")
 def facts(tmp_path_factory):
-    """gpufabric facts of the two shipped simulated topologies, discovered from built trees."""
-    out = {}
-    for i, name in enumerate(("hgx-h200", "pcie-4gpu-crossnuma"), 1):
-        root = str(tmp_path_factory.mktemp(name))
-        tree.build_tree(root, sim_topology.load(name), i)
-        out[name] = topology.discover(Sysroot(root), ["all"])
-    return out
-
-
-def nodes_of(facts):
-    return {"hgx": {"facts": facts["hgx-h200"], "drift": [], "gds": {"ok": True, "reasons": []}},
-            "pcie": {"facts": facts["pcie-4gpu-crossnuma"], "drift": list(DRIFT),
-                     "gds": {"ok": False, "reasons": ["IOMMU in translated mode: transfers fail with EIO"]}}}
+    return discover_shipped(tmp_path_factory)
 
 
 def test_module_writes_three_files_then_diffs(facts, tmp_path, monkeypatch):

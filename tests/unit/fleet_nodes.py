@@ -1,0 +1,32 @@
+# -*- coding: utf-8 -*-
+"""Per-node inputs of the fleet report built from the two shipped simulated topologies (shared by its tests)."""
+from __future__ import absolute_import, division, print_function
+
+from ansible_collections.gpufabric.node.plugins.module_utils import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from gpufabric_sim import topology as sim_topology
+from gpufabric_sim import tree
+
+__metaclass__ = type
+
+DRIFT = [{"concern": "dcb", "object": "ens1np0", "key": "pfc", "current": [], "desired": [3]},
+         {"concern": "rdma_cm", "object": "mlx5_0/1", "key": "default_roce_tos", "current": 0, "desired": 106}]
+
+
+def discover_shipped(tmp_path_factory):
+    """gpufabric facts of the two shipped simulated topologies, discovered from built trees."""
+    out = {}
+    for i, name in enumerate(("hgx-h200", "pcie-4gpu-crossnuma"), 1):
+        root = str(tmp_path_factory.mktemp(name))
+        tree.build_tree(root, sim_topology.load(name), i)
+        out[name] = topology.discover(Sysroot(root), ["all"])
+    return out
+
+
+def nodes_of(facts, **over):
+    nodes = {"hgx": {"facts": facts["hgx-h200"], "drift": [], "gds": {"ok": True, "reasons": []}},
+             "pcie": {"facts": facts["pcie-4gpu-crossnuma"], "drift": list(DRIFT),
+                      "gds": {"ok": False, "reasons": ["IOMMU in translated mode: transfers fail with EIO"]}}}
+    for k, v in over.items():
+        nodes[k] = v
+    return nodes
