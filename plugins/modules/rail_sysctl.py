@@ -136,14 +136,20 @@ from ansible_collections.gpufabric.node.plugins.module_utils import sysctl
 from ansible_collections.gpufabric.node.plugins.module_utils import routing
 from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
 
-try:
-    from pyroute2 import IPRoute
-    HAS_PYROUTE2 = True
-    PYROUTE2_IMPORT_ERROR = None
-except ImportError:
-    IPRoute = None
-    HAS_PYROUTE2 = False
-    PYROUTE2_IMPORT_ERROR = traceback.format_exc()
+# pyroute2 costs ~100 ms to import: it is loaded only when routing is requested (load_iproute), never for the
+# sysctl-only default. Tests may set IPRoute to a factory of their own.
+IPRoute = None
+
+
+def load_iproute():
+    """The IPRoute class (or the factory set in IPRoute) and None; (None, traceback) without pyroute2."""
+    if IPRoute is not None:
+        return IPRoute, None
+    try:
+        from pyroute2 import IPRoute as iproute_class
+    except ImportError:
+        return None, traceback.format_exc()
+    return iproute_class, None
 
 
 def main():
@@ -176,8 +182,11 @@ def main():
             raise ValueError("routing_gateways needs routing: true")
     except ValueError as e:
         module.fail_json(msg=str(e))
-    if p["routing"] and not HAS_PYROUTE2:
-        module.fail_json(msg=missing_required_lib("pyroute2"), exception=PYROUTE2_IMPORT_ERROR)
+    iproute_class = None
+    if p["routing"]:
+        iproute_class, import_error = load_iproute()
+        if iproute_class is None:
+            module.fail_json(msg=missing_required_lib("pyroute2"), exception=import_error)
 
     ipr = None
     route_res = None
@@ -185,7 +194,7 @@ def main():
         if p["routing"]:
             # Addresses and the routing plan are read before any sysctl is written, so a rail without an
             # address fails the task before anything is touched.
-            ipr = IPRoute()
+            ipr = iproute_class()
             addrs = routing.rail_ipv4(ipr, p["rails"])
             routing.desired_tables(addrs, p["routing_table_base"], p["routing_gateways"])
         res = sysctl.manage(sysroot, p["rails"], values, module.check_mode)

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 
 import pytest
@@ -151,3 +152,55 @@ def test_routing_rail_without_address_fails_before_sysctls(root, netns, monkeypa
     assert res.get("failed") is True
     assert "rail rail1 has no IPv4 address" in res["msg"]
     assert val(root, "all", "arp_ignore") == 0
+
+
+# pyroute2 is imported only for routing: true. A fresh interpreter runs the module's main() the way AnsiballZ
+# does (sysctl only, check mode) and reports whether pyroute2 ended up in sys.modules.
+PROBE = r"""
+import json, sys
+sys.argv = ["rail_sysctl"]
+from ansible.module_utils import basic
+basic._ANSIBLE_ARGS = json.dumps({"ANSIBLE_MODULE_ARGS": dict(json.loads(sys.stdin.read()),
+                                  _ansible_check_mode=True, _ansible_remote_tmp="/tmp")}).encode()
+basic._ANSIBLE_PROFILE = "legacy"
+from ansible_collections.gpufabric.node.plugins.modules import rail_sysctl
+try:
+    rail_sysctl.main()
+except SystemExit:
+    pass
+sys.stderr.write("PYROUTE2_LOADED=%s\n" % ("pyroute2" in sys.modules))
+"""
+
+LAZY = [
+    ("sysctl only", {"rails": RAILS}, False),
+    ("routing requested", {"rails": RAILS, "routing": True}, True),
+]
+
+
+@pytest.mark.parametrize("case", LAZY, ids=[c[0] for c in LAZY])
+def test_pyroute2_imported_only_for_routing(root, case):
+    pytest.importorskip("pyroute2")
+    _id, args, loaded = case
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.run([sys.executable, "-c", PROBE], input=json.dumps(args).encode(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False)
+    assert ("PYROUTE2_LOADED=%s" % loaded) in proc.stderr.decode(), proc.stderr.decode()
+
+
+def test_routing_without_pyroute2_fails_cleanly(root, monkeypatch):
+    # None in sys.modules makes "import pyroute2" raise ImportError, as on a node without the library.
+    monkeypatch.setitem(sys.modules, "pyroute2", None)
+    monkeypatch.setattr(rail_sysctl, "IPRoute", None)
+    res = run_module(rail_sysctl, {"rails": RAILS, "routing": True}, check_mode=True, monkeypatch=monkeypatch)
+    assert res.get("failed") is True
+    assert "pyroute2" in res["msg"] and "Failed to import the required Python library" in res["msg"]
+    assert val(root, "all", "arp_ignore") == 0
+    assert sysctl_file(root) is None
+
+
+def test_sysctl_only_without_pyroute2_works(root, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyroute2", None)
+    monkeypatch.setattr(rail_sysctl, "IPRoute", None)
+    res = run_module(rail_sysctl, {"rails": RAILS}, check_mode=True, monkeypatch=monkeypatch)
+    assert not res.get("failed"), res
+    assert res["changed"] is True
