@@ -15,6 +15,15 @@ Facts this code relies on (docs/DESIGN.md section 3):
   trust the driver lists all 64 DSCP entries; one priority per DSCP (``app add`` replaces).
 * mlx5 toggles the port link whenever ``pfc set`` changes pfc_en: ``pfc set`` is only run when
   the enabled set differs.
+* ``dcb -j -b FILE`` (iproute2 >= 5.11, dcb.c/lib/utils.c do_batch) runs every line of FILE with
+  one JSON writer for the whole process: each ``show`` prints one top-level object and successive
+  objects are separated by a comma (``{...},{...}``, then a newline). A failing command prints
+  nothing on stdout (its netlink read fails before the object is opened), ``Command failed
+  FILE:LINE`` on stderr, and the batch stops there with rc 1. All rails are read with one such
+  process; anything unexpected falls back to one process per object, which also yields the
+  precise error message.
+* ``dcb -V`` is only run when a rail's driver is not mlx5 (the apptrust probe needs iproute2 >=
+  6.2) or when the batch read fails (to report a missing or too old iproute2 as such).
 
 This file is private to the collection: no stable API is promised.
 """
@@ -24,7 +33,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 import re
+import tempfile
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -324,15 +335,88 @@ def probe_apptrust(run, netdev, driver, version):
     return True
 
 
+def _read_objects(netdev, with_ets, apptrust):
+    objs = [("app", netdev), ("pfc", netdev)]
+    if with_ets:
+        objs.append(("ets", netdev))
+    if apptrust:
+        objs.append(("apptrust", netdev))
+    return objs
+
+
+def _rail_state(parsed):
+    app = parse_app(parsed["app"])
+    pfc = parse_pfc(parsed["pfc"])
+    ets = parse_ets(parsed["ets"]) if "ets" in parsed else None
+    order = parse_apptrust(parsed["apptrust"]) if "apptrust" in parsed else None
+    return {"app": app, "pfc": pfc, "ets": ets, "apptrust": order, "trust": trust_of(app, order)}
+
+
 def read_rail(run, netdev, with_ets=False, apptrust=False):
     """Current DCB state of one rail: one dcb process per object."""
-    app = parse_app(_query(run, ["dcb", "-j", "app", "show", "dev", netdev]))
-    pfc = parse_pfc(_query(run, ["dcb", "-j", "pfc", "show", "dev", netdev]))
-    ets = parse_ets(_query(run, ["dcb", "-j", "ets", "show", "dev", netdev])) if with_ets else None
-    order = parse_apptrust(_query(run, ["dcb", "-j", "apptrust", "show", "dev", netdev])) \
-        if apptrust else None
-    return {"app": app, "pfc": pfc, "ets": ets, "apptrust": order,
-            "trust": trust_of(app, order)}
+    parsed = {}
+    for obj, dev in _read_objects(netdev, with_ets, apptrust):
+        parsed[obj] = _query(run, ["dcb", "-j", obj, "show", "dev", dev])
+    return _rail_state(parsed)
+
+
+def split_batch_json(text, count):
+    """``dcb -j -b`` stdout -> list of ``count`` JSON texts (one per show command), or None when the
+    output does not have that shape (wrong count, not comma-separated objects)."""
+    text = (text or "").strip()
+    if not text:
+        return [] if count == 0 else None
+    try:
+        data = json.loads("[" + text + "]")
+    except ValueError:
+        return None
+    if len(data) != count or not all(isinstance(d, dict) for d in data):
+        return None
+    return [json.dumps(d) for d in data]
+
+
+def read_batch(run, rails_objects):
+    """Read every (object, rail) with one ``dcb -j -b FILE`` process.
+
+    ``rails_objects``: [(netdev, with_ets, apptrust)]. Returns {netdev: state} like read_rail, or None
+    when the batch did not run cleanly (the caller then reads rail by rail for the exact error).
+    """
+    lines = []
+    for netdev, with_ets, apptrust in rails_objects:
+        lines.extend(_read_objects(netdev, with_ets, apptrust))
+    if not lines:
+        return {}
+    fd, path = tempfile.mkstemp(prefix="gpufabric-dcb-", suffix=".batch")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write("".join("%s show dev %s\n" % (obj, dev) for obj, dev in lines))
+        rc, out, _err = _run(run, ["dcb", "-j", "-b", path])
+    finally:
+        os.unlink(path)
+    if rc != 0:
+        return None
+    texts = split_batch_json(out, len(lines))
+    if texts is None:
+        return None
+    parsed = {}
+    for (obj, dev), text in zip(lines, texts):
+        parsed.setdefault(dev, {})[obj] = text
+    try:
+        return dict((dev, _rail_state(objs)) for dev, objs in parsed.items())
+    except DcbError:
+        return None
+
+
+def read_rails(run, rails_objects, need_version):
+    """Current DCB state of several rails: one batch process, per-object processes as the fallback.
+
+    ``need_version()`` runs ``dcb -V`` at most once (missing or too old iproute2 fails there)."""
+    states = read_batch(run, rails_objects)
+    if states is not None:
+        return states
+    need_version()
+    return dict((netdev, read_rail(run, netdev, with_ets=with_ets, apptrust=apptrust))
+                for netdev, with_ets, apptrust in rails_objects)
 
 
 def _ets_matches(cur, want):
@@ -415,22 +499,34 @@ def summarize(current, desired):
 def apply_dcb(run, rails, desired, check_mode, sysroot=None):
     """Validate, read every rail, plan, apply (unless check mode), read back and verify.
 
-    Returns {"changed", "rails": [per-rail result], "drift", "commands", "dcb_version"}.
+    Returns {"changed", "rails": [per-rail result], "drift", "commands", "dcb_version"}; dcb_version
+    is None when nothing needed it (mlx5 rails whose batch read worked: ``dcb -V`` was not run).
     Raises DcbValidationError before anything is run for bad input, DcbError on failures.
     """
     if sysroot is None:
         sysroot = Sysroot()
     want = normalize_desired(desired)
     rails = validate_rails(sysroot, rails)
-    version = dcb_version(run)
+    versions = []
+
+    def need_version():
+        if not versions:
+            versions.append(dcb_version(run))
+        return versions[0]
+
     with_ets = want["ets"] is not None
     results = []
     all_drift = []
     all_cmds = []
+    probes = []
     for netdev in rails:
         driver = driver_of(sysroot, netdev)
-        apptrust = probe_apptrust(run, netdev, driver, version)
-        before = read_rail(run, netdev, with_ets=with_ets, apptrust=apptrust)
+        # mlx5 never has apptrust: no version query, no probe
+        apptrust = driver not in MLX5_DRIVERS and probe_apptrust(run, netdev, driver, need_version())
+        probes.append((netdev, driver, apptrust))
+    current = read_rails(run, [(netdev, with_ets, apptrust) for netdev, _d, apptrust in probes], need_version)
+    for netdev, driver, apptrust in probes:
+        before = current[netdev]
         cmds, drift = plan_rail(netdev, before, want, driver=driver, apptrust=apptrust)
         all_drift.extend(drift)
         results.append({"rail": netdev, "driver": driver, "apptrust_supported": apptrust,
@@ -444,8 +540,13 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
                 if rc != 0:
                     raise DcbError("%s failed on rail %s (rc=%s): %s"
                                    % (" ".join(argv), netdev, rc, (err or out or "").strip()))
+        changed = [res for res in results if res["commands"]]
+        after_all = read_rails(run, [(res["rail"], with_ets, res["apptrust_supported"]) for res in changed],
+                               need_version)
+        for res in results:
+            netdev = res["rail"]
             if res["commands"]:
-                after = read_rail(run, netdev, with_ets=with_ets, apptrust=res["apptrust_supported"])
+                after = after_all[netdev]
                 left = plan_rail(netdev, after, want, driver=res["driver"],
                                  apptrust=res["apptrust_supported"])[1]
                 if left:
@@ -464,7 +565,7 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
         all_cmds.extend(res["commands"])
     return {"changed": any(r["changed"] for r in results), "rails": results,
             "drift": all_drift, "commands": all_cmds,
-            "dcb_version": ".".join(str(v) for v in version)}
+            "dcb_version": ".".join(str(v) for v in versions[0]) if versions else None}
 
 
 def _predicted(before, want):

@@ -13,9 +13,12 @@ module: dcb_qos
 short_description: DSCP trust, DSCP to priority map, PFC and ETS of RoCE rails with iproute2 dcb
 version_added: 0.1.0
 description:
-  - Reads the DCB state of every rail with C(dcb -j) (one process per object and rail), compares it with the
-    requested state and runs the fewest C(dcb) commands that make them equal, then reads every changed rail back and
-    fails when it does not read back as requested.
+  - Reads the DCB state of every rail with one C(dcb -j -b) batch process (one process per object and rail only
+    when the batch fails, which also yields the precise error), compares it with the requested state and runs the
+    fewest C(dcb) commands that make them equal, then reads every changed rail back (one batch) and fails when it
+    does not read back as requested.
+  - C(dcb -V) runs only when a rail's driver is not mlx5 (the C(dcb apptrust) probe needs the version) or when the
+    batch read fails (to report a missing or too old iproute2 as such).
   - C(dcb pfc set) is never run on a rail whose enabled PFC priorities already equal I(pfc_priorities), because on mlx5
     a change of the PFC enable mask toggles the port link.
   - On mlx5 the port trusts DSCP as soon as it has a DSCP APP entry (the driver then lists all 64 DSCP entries,
@@ -188,7 +191,9 @@ drift:
     - {concern: dcb, object: ens1np0, key: "dscp_prio:26", current: null, desired: 3}
     - {concern: dcb, object: ens1np0, key: pfc, current: [], desired: [3]}
 dcb_version:
-  description: iproute2 version of the dcb binary.
+  description:
+    - iproute2 version of the dcb binary, when it was queried (C(dcb -V)); null when no rail needed it (all rails
+      mlx5 and the batch read worked).
   returned: always
   type: str
   sample: 6.1.0

@@ -342,3 +342,93 @@ def test_init_device_alone_creates_its_lock(tmp_path):
     ethtool.init_device(root, DEV, bus_info="0000:1a:00.0")
     assert sorted(k for k in _tree(root) if k.endswith(".lock")) == [
         "var/lib/gpufabric-sim/dcb/.lock", "var/lib/gpufabric-sim/ethtool/.lock"]
+
+
+# Batch mode (dcb -b FILE / -b -, -f): one JSON writer for the whole process (dcb_init/dcb_fini), so successive
+# top-level objects are comma-separated; do_batch stops at the first failing command unless -f and prints
+# "Command failed FILE:LINE"; lines are counted with continuation lines, '#' starts a comment.
+BATCH = [
+    ("two shows", ["-j"], "app show dev {dev}\npfc show dev {dev}\n", 0, 2, ""),
+    ("comment and blank line", ["-j"], "# header\n\npfc show dev {dev} # trailing\n", 0, 1, ""),
+    ("continuation line", ["-j"], "pfc show \\\n dev {dev}\napp show dev {dev}\n", 0, 2, ""),
+    ("stops at failure", ["-j"], "app show dev {dev}\npfc show dev veth0\npfc show dev {dev}\n", 1, 1,
+     "Attribute read: Operation not supported\nCommand failed {name}:2\n"),
+    ("force goes on", ["-j", "-f"], "app show dev {dev}\npfc show dev veth0\npfc show dev {dev}\n", 1, 2,
+     "Attribute read: Operation not supported\nCommand failed {name}:2\n"),
+    ("line number counts continuations", ["-j"], "app \\\n show dev {dev}\npfc show dev nope0\n", 1, 1,
+     "Attribute read: No such device\nCommand failed {name}:3\n"),
+    ("unknown object", ["-j"], "maxi show dev {dev}\n", 1, 0, 'Object "maxi" is unknown\nCommand failed {name}:1\n'),
+]
+
+
+@pytest.mark.parametrize("case", BATCH, ids=[c[0] for c in BATCH])
+@pytest.mark.parametrize("from_stdin", [False, True], ids=["file", "stdin"])
+def test_batch_json(node, tmp_path, case, from_stdin):
+    import io
+    _id, opts, text, rc_want, objects, err_want = case
+    root = node()
+    (tmp_path / "sys" / "class" / "net" / "veth0").mkdir(parents=True, exist_ok=True)
+    text = text.format(dev=DEV)
+    if from_stdin:
+        name = "-"
+        rc, out, err = dcb.run(opts + ["-b", "-"], root=root, stdin=io.StringIO(text))
+    else:
+        name = str(tmp_path / "cmds.batch")
+        with open(name, "w") as f:
+            f.write(text)
+        rc, out, err = dcb.run(opts + ["-b", name], root=root)
+    assert rc == rc_want
+    assert err == err_want.format(name=name)
+    assert out.endswith("\n")
+    got = json.loads("[" + out.strip() + "]")
+    assert len(got) == objects and all(isinstance(o, dict) for o in got)
+    # the same commands one by one print the same objects
+    singles = []
+    for line in text.replace("\\\n", "").splitlines():
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        one = dcb.run(["-j"] + words, root=root)
+        if one[0] != 0:
+            if "-f" not in opts:
+                break
+            continue
+        singles.append(json.loads(one[1]))
+    assert got == singles
+
+
+BATCH_CLI = [
+    ("missing file", ["-j", "-b", "/nonexistent/x"], 1, "\n",
+     'Cannot open file "/nonexistent/x" for reading: No such file or directory\n'),
+    ("missing file, text mode", ["-b", "/nonexistent/x"], 1, "",
+     'Cannot open file "/nonexistent/x" for reading: No such file or directory\n'),
+    ("no file name", ["-j", "-b"], 1, "", "dcb: option requires an argument -- 'b'\nUnknown option.\n"),
+    ("long option with =", ["--json", "--batch=/nonexistent/x"], 1, "\n", 'Cannot open file "/nonexistent/x"'),
+]
+
+
+@pytest.mark.parametrize("case", BATCH_CLI, ids=[c[0] for c in BATCH_CLI])
+def test_batch_command_line(node, case):
+    _id, argv, rc_want, out_want, err_start = case
+    rc, out, err = dcb.run(argv, root=node())
+    assert (rc, out) == (rc_want, out_want)
+    assert err.startswith(err_start)
+
+
+def test_batch_text_mode_and_writes(node, tmp_path):
+    import io
+    root = node()
+    rc, out, err = dcb.run(["-b", "-"], root=root, stdin=io.StringIO(
+        "app add dev %s dscp-prio 26:3\npfc set dev %s prio-pfc all:off 3:on\npfc show dev %s prio-pfc\n"
+        % (DEV, DEV, DEV)))
+    assert (rc, err) == (0, "")
+    assert out == "prio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 7:off \n"
+    assert dcb.pfc_enabled(dcb.state(root, DEV)) == [3]
+
+
+@pytest.mark.parametrize("version,known", [("5.11.0", False), ("5.12.0", True), ("6.1.0", True)])
+def test_app_object_needs_512(node, version, known):
+    root = node(version)
+    rc, _out, err = sh(root, "-j app show dev %s" % DEV)
+    assert (rc == 0) is known
+    assert ('Object "app" is unknown' in err) is not known

@@ -3,8 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Emulator of iproute2 ``dcb`` talking to an mlx5 (or a generic DCB) driver.
 
-The command line, the output (text, ``-j``, ``-j -p``), the error texts and the exit codes
-follow iproute2's dcb/*.c of the version recorded for the node in
+The command line, the output (text, ``-j``, ``-j -p``), batch mode (``-b FILE``/``-b -``, ``-f``:
+one JSON writer for the whole batch, so successive top-level objects are comma-separated, and
+``Command failed FILE:LINE`` on the first failure), the error texts and the exit codes
+follow iproute2's dcb/*.c and lib/utils.c do_batch() of the version recorded for the node in
 ``<root>/var/lib/gpufabric-sim/iproute2.json`` (6.1: no ``apptrust``/``pcp-prio``; 6.2+:
 both; 6.5+: every JSON APP entry gains a trailing ``" "`` string element).
 
@@ -333,6 +335,10 @@ class _Ctx(object):
         self.stats = stats
         self.out = _Out(json_mode, pretty)
         self.err = []
+
+    @property
+    def has_app(self):
+        return self.vt >= (5, 12, 0)
 
     @property
     def has_apptrust(self):
@@ -1558,46 +1564,147 @@ LONG_OPTS = {"--Version": "V", "--force": "f", "--batch": "b", "--iec": "i", "--
              "--help": "h", "--verbose": "v"}
 
 
-def run(argv, root=None):
-    """Run one dcb command line; returns (rc, stdout, stderr)."""
+class _ProcessExit(Exception):
+    """exit(n) in the middle of a batch (makeargs() on a bad line): stdout so far, no JSON teardown."""
+
+    def __init__(self, rc):
+        Exception.__init__(self, rc)
+        self.rc = rc
+
+
+def _makeargs(line, ctx):
+    """lib/utils.c makeargs(): whitespace-separated words, '...' or "..." quoting, no escapes."""
+    ws = " \t\r\n"
+    args = []
+    i, n = 0, len(line)
+    while i < n:
+        while i < n and line[i] in ws:
+            i += 1
+        if i >= n:
+            break
+        if line[i] in "'\"":
+            quote = line[i]
+            end = line.find(quote, i + 1)
+            if end < 0:
+                ctx.eprint("Unterminated quoted string\n")
+                raise _ProcessExit(1)
+            args.append(line[i + 1:end])
+            i = end + 1
+        else:
+            j = i
+            while j < n and line[j] not in ws:
+                j += 1
+            args.append(line[i:j])
+            i = j + 1
+    return args
+
+
+def _batch(ctx, name, force, stdin):
+    """lib/utils.c do_batch() + getcmdline(): one JSON writer for the whole batch (dcb_init), so the
+    top-level objects of successive show commands come out comma-separated: ``{...},{...}``.
+    Stops at the first failing command unless -f; returns EXIT_FAILURE when any failed."""
+    if name != "-":
+        try:
+            with open(name) as f:
+                text = f.read()
+        except (IOError, OSError) as e:
+            ctx.eprint('Cannot open file "%s" for reading: %s\n' % (name, os.strerror(e.errno)))
+            return 1
+    else:
+        text = (stdin if stdin is not None else sys.stdin).read()
+    lines = text.splitlines(True)
+    ret = 0
+    lineno = 0
+    i = 0
+    while i < len(lines):
+        line = lines[i].split("#", 1)[0]
+        i += 1
+        lineno += 1
+        while "\\\n" in line:
+            if i >= len(lines):
+                ctx.eprint("Missing continuation line\n")
+                return ret
+            nxt = lines[i].split("#", 1)[0]
+            i += 1
+            lineno += 1
+            line = line[:line.index("\\\n")] + nxt
+        args = _makeargs(line, ctx)
+        if not args:
+            continue
+        try:
+            rc = _dispatch(ctx, args)
+        except _Exit as e:
+            if e.rc == 255:
+                raise
+            rc = e.rc
+        if rc:
+            ctx.eprint("Command failed %s:%d\n" % (name, lineno))
+            ret = 1
+            if not force:
+                break
+    return ret
+
+
+def run(argv, root=None, stdin=None):
+    """Run one dcb command line (or a batch: -b FILE, -b - reads ``stdin``); returns (rc, stdout, stderr)."""
     if root is None:
         root = os.environ.get(SYSROOT_ENV) or "/"
     version = node_version(root)
-    opts = {"j": False, "p": False, "N": False, "s": False}
-    # getopt_long() permutes: options may appear anywhere before a "--".
-    flags, args = [], []
+    opts = {"j": False, "p": False, "N": False, "s": False, "f": False}
+    batch = None
+    # getopt_long() permutes: options may appear anywhere before a "--"; -b and -n take an argument.
+    args = []
     rest = list(argv)
+    err = []
     while rest:
         a = rest.pop(0)
         if a == "--":
             args.extend(rest)
             break
-        if a.startswith("-") and a != "-":
-            flags.append(a)
-        else:
+        if not a.startswith("-") or a == "-":
             args.append(a)
-    err = []
-    for a in flags:
+            continue
         if a.startswith("--"):
-            letters = [LONG_OPTS.get(a)]
+            long_name, eq, value = a.partition("=")
+            letters = [LONG_OPTS.get(long_name)]
             bad = a
+            inline = value if eq else None
         else:
             letters = list(a[1:])
             bad = None
-        for ch in letters:
+            inline = None
+        for pos, ch in enumerate(letters):
             if ch == "V":
                 return 0, "dcb utility, iproute2-%s\n" % version, ""
             if ch == "h":
                 ctx = _Ctx(root, version, False, False, False, False)
                 _help_main(ctx)
                 return 0, "", "".join(ctx.err)
+            if ch in ("b", "n"):
+                if bad is None and pos + 1 < len(letters):
+                    value = "".join(letters[pos + 1:])
+                elif inline is not None:
+                    value = inline
+                elif rest:
+                    value = rest.pop(0)
+                else:
+                    ctx = _Ctx(root, version, False, False, False, False)
+                    if bad is not None:
+                        err.append("dcb: option '%s' requires an argument\n" % bad)
+                    else:
+                        err.append("dcb: option requires an argument -- '%s'\n" % ch)
+                    err.append("Unknown option.\n")
+                    _help_main(ctx)
+                    return 1, "", "".join(err + ctx.err)
+                if ch == "n":
+                    err.append("dcb: netns mode is not emulated\n")
+                    return 1, "", "".join(err)
+                batch = value
+                break
             if ch in opts:
                 opts[ch] = True
-            elif ch in ("i", "f", "v"):
+            elif ch in ("i", "v"):
                 continue
-            elif ch in ("b", "n"):
-                err.append("dcb: batch and netns modes are not emulated\n")
-                return 1, "", "".join(err)
             else:
                 ctx = _Ctx(root, version, False, False, False, False)
                 if bad is not None:
@@ -1609,12 +1716,17 @@ def run(argv, root=None):
                 return 1, "", "".join(err + ctx.err)
     ctx = _Ctx(root, version, opts["j"], opts["p"], opts["N"], opts["s"])
     try:
-        rc = _dispatch(ctx, args)
+        if batch is not None:
+            rc = _batch(ctx, batch, opts["f"], stdin)
+        else:
+            rc = _dispatch(ctx, args)
     except _Exit as e:
         rc = e.rc
         if rc == 255:
             # exit(-1) from incomplete_command()/invarg(): no JSON writer teardown.
             return 255, ctx.out.text(), "".join(ctx.err)
+    except _ProcessExit as e:
+        return e.rc, ctx.out.text(), "".join(ctx.err)
     stdout = ctx.out.text()
     if ctx.json:
         stdout += "\n"
@@ -1626,7 +1738,8 @@ def _dispatch(ctx, args):
         _help_main(ctx)
         return 0
     word = args[0]
-    if _is(word, "app"):
+    # dcb came with iproute2 5.11 (ets, pfc, buffer, dcbx, maxrate); "dcb app" with 5.12.
+    if ctx.has_app and _is(word, "app"):
         return _cmd_app(ctx, args[1:])
     if ctx.has_apptrust and word == "apptrust":
         return _cmd_apptrust(ctx, args[1:])

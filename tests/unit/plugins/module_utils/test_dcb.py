@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 from __future__ import absolute_import, division, print_function
 
+import json
 import os
 
 import pytest
@@ -253,10 +254,14 @@ class EmuRunner(object):
     def __init__(self, root):
         self.root = root
         self.calls = []
+        self.batches = []
 
     def __call__(self, argv):
         assert argv[0] == "dcb"
         self.calls.append(list(argv))
+        if "-b" in argv:
+            with open(argv[argv.index("-b") + 1]) as f:
+                self.batches.append(f.read().splitlines())
         return dcb_emu.run(argv[1:], root=self.root)
 
     def writes(self):
@@ -281,7 +286,8 @@ RAILS = ["ens1np0", "ens2np0"]
 def test_apply_from_boot_then_idempotent(tmp_path, version):
     sr, run = _node(tmp_path, RAILS, version)
     res = dcb.apply_dcb(run, RAILS, {}, False, sysroot=sr)
-    assert res["changed"] and res["dcb_version"] == version
+    # mlx5 rails need no version: dcb -V is not run
+    assert res["changed"] and res["dcb_version"] is None
     assert len(res["commands"]) == 4
     for r in res["rails"]:
         assert r["before"]["trust"] == "pcp" and r["after"]["trust"] == "dscp"
@@ -300,9 +306,75 @@ def test_apply_from_boot_then_idempotent(tmp_path, version):
         assert c["pfc_set_calls"] == 1 and c["app_set_calls"] == 1
 
 
-def test_reads_one_process_per_object(tmp_path):
+def _batch_lines(calls):
+    """The show commands of the dcb -j -b FILE calls (the runner records the file's lines)."""
+    return [c for c in calls if c[:3] == ["dcb", "-j", "-b"]]
+
+
+def test_reads_all_rails_in_one_process(tmp_path):
     sr, run = _node(tmp_path, RAILS)
     dcb.apply_dcb(run, RAILS, {}, True, sysroot=sr)
+    assert len(run.calls) == 1 and run.calls[0][:3] == ["dcb", "-j", "-b"]
+    assert run.batches == [["%s show dev %s" % (o, r) for r in RAILS for o in ("app", "pfc")]]
+    assert not os.path.exists(run.calls[0][3])
+
+
+def test_converge_reads_back_in_one_batch(tmp_path):
+    sr, run = _node(tmp_path, RAILS)
+    dcb.apply_dcb(run, RAILS, {}, False, sysroot=sr)
+    # read, 2 writes per rail, read back: no -V, no per-object reads
+    assert len(run.calls) == 2 + 2 * len(RAILS)
+    assert len(_batch_lines(run.calls)) == 2
+    assert run.calls[0][:3] == ["dcb", "-j", "-b"] and run.calls[-1][:3] == ["dcb", "-j", "-b"]
+
+
+def test_non_mlx5_queries_version_and_batches_apptrust(tmp_path):
+    sr, run = _node(tmp_path, ["eth9"], "6.5.0", driver="other")
+    res = dcb.apply_dcb(run, ["eth9"], {}, True, sysroot=sr)
+    assert res["dcb_version"] == "6.5.0"
+    assert run.calls[:2] == [["dcb", "-V"], ["dcb", "-j", "apptrust", "show", "dev", "eth9"]]
+    assert run.batches == [["app show dev eth9", "pfc show dev eth9", "apptrust show dev eth9"]]
+
+
+SPLIT = [
+    ("two objects", '{"a":1},{"b":[1,2]}\n', 2, [{"a": 1}, {"b": [1, 2]}]),
+    ("empty app table", '{},{"prio_pfc":[]}\n', 2, [{}, {"prio_pfc": []}]),
+    ("count mismatch", '{},{}\n', 3, None),
+    ("not objects", '[1],[2]\n', 2, None),
+    ("garbage", 'Attribute read\n', 1, None),
+    ("nothing for one command", '\n', 1, None),
+    ("nothing for nothing", '', 0, []),
+]
+
+
+@pytest.mark.parametrize("case", SPLIT, ids=[c[0] for c in SPLIT])
+def test_split_batch_json(case):
+    _id, text, count, expected = case
+    got = dcb.split_batch_json(text, count)
+    assert (None if got is None else [json.loads(t) for t in got]) == expected
+
+
+def test_batch_failure_falls_back_to_precise_errors(tmp_path):
+    sr, run = _node(tmp_path, ["ens1np0"])
+    (tmp_path / "sys" / "class" / "net" / "veth0").mkdir()
+    with pytest.raises(dcb.DcbError) as e:
+        dcb.apply_dcb(run, ["ens1np0", "veth0"], {}, True, sysroot=sr)
+    assert "dcb -j app show dev veth0 failed" in str(e.value) and "Operation not supported" in str(e.value)
+    # veth0 has no driver: its apptrust probe needs the version first; -V runs once, not again on fallback
+    assert [c[:3] for c in run.calls[:2]] == [["dcb", "-V"], ["dcb", "-j", "-b"]]
+    assert run.calls.count(["dcb", "-V"]) == 1
+    assert ["dcb", "-j", "app", "show", "dev", "ens1np0"] in run.calls
+
+
+def test_batch_output_unexpected_falls_back(tmp_path):
+    sr, run = _node(tmp_path, RAILS)
+
+    def no_batch(argv):
+        if "-b" in argv:
+            return 0, "{}\n", ""  # one object for four commands: not trusted
+        return run(argv)
+    res = dcb.apply_dcb(no_batch, RAILS, {}, True, sysroot=sr)
+    assert res["changed"] and res["dcb_version"] == "6.1.0"
     assert run.calls == [["dcb", "-V"]] + [
         c for r in RAILS for c in (["dcb", "-j", "app", "show", "dev", r], ["dcb", "-j", "pfc", "show", "dev", r])]
 
@@ -418,7 +490,8 @@ def test_dcb_version_errors(tmp_path, reply, needle):
     with pytest.raises(dcb.DcbError) as e:
         dcb.apply_dcb(run, ["ens1np0"], {}, False, sysroot=sr)
     assert needle in str(e.value)
-    assert calls == [["dcb", "-V"]]
+    # the batch read fails (its output is no JSON); dcb -V then says why
+    assert [c[:3] for c in calls] == [["dcb", "-j", "-b"], ["dcb", "-V"]]
 
 
 def test_dcb_missing(tmp_path):

@@ -58,7 +58,8 @@ def test_apply_then_idempotent(node, monkeypatch, version):
     root = node(version)
     res = run_module(dcb_qos, {"rails": RAILS}, monkeypatch=monkeypatch)
     assert not res.get("failed"), res
-    assert res["changed"] and res["dcb_version"] == version
+    # mlx5 rails read in one batch: dcb -V is not needed, the version is not reported
+    assert res["changed"] and res["dcb_version"] is None
     assert res["commands"] == [
         ["dcb", "app", "add", "dev", "ens1np0", "dscp-prio", "26:3"],
         ["dcb", "pfc", "set", "dev", "ens1np0", "prio-pfc", "all:off", "3:on"],
