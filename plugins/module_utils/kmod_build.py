@@ -67,6 +67,7 @@ PROFILES = {
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _KVER_RE = re.compile(r"^[0-9]+\.[0-9]+[A-Za-z0-9._+~-]*$")
+MODULE_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,55}$")
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]*$")
 
 
@@ -638,8 +639,7 @@ def parse_apt_sources(files_text):
     return entries
 
 
-def host_mirror(sysroot, suite):
-    """The mirror URI the host's apt already uses for ``suite`` ``main`` (never a hard-coded host)."""
+def _host_apt_texts(sysroot):
     texts = []
     for pattern in ("/etc/apt/sources.list.d/*.sources", "/etc/apt/sources.list", "/etc/apt/sources.list.d/*.list"):
         for p in sorted(glob.glob(sysroot.path(pattern))):
@@ -648,24 +648,72 @@ def host_mirror(sysroot, suite):
                     texts.append(f.read())
             except (OSError, IOError):
                 continue
-    for uri, s, comps in parse_apt_sources(texts):
+    return texts
+
+
+def host_mirror(sysroot, suite):
+    """The mirror URI the host's apt already uses for ``suite`` ``main`` (never a hard-coded host)."""
+    for uri, s, comps in parse_apt_sources(_host_apt_texts(sysroot)):
         if s == suite and "main" in comps:
             return uri
     raise KmodBuildError("no apt source of the host serves %s main: pass the builder mirror explicitly" % suite)
 
 
-def debootstrap_argv(debootstrap, root, kver, suite, mirror, extra_packages=None, cache_dir=None):
-    pkgs = list(BUILDER_PACKAGES) + ["linux-headers-%s" % kver] + list(extra_packages or [])
+# Debian publishes new kernel ABIs (linux-headers-6.1.0-<abi>-amd64) in <suite>-security and <suite>-updates long
+# before a point release moves them to <suite>: a builder for a target kernel needs those suites too.
+COMPANION_SUITES = ("-updates", "-security")
+
+
+def builder_sources(sysroot, suite, mirror=None):
+    """apt source lines of the builder image: ``suite`` main (from ``mirror`` or the host's apt) and the host's
+    ``<suite>-updates`` / ``<suite>-security`` main sources when it has them. Returns a list of
+    ``deb URI SUITE main`` lines, the base suite first."""
+    entries = parse_apt_sources(_host_apt_texts(sysroot))
+    lines = ["deb %s %s main" % (mirror or host_mirror(sysroot, suite), suite)]
+    for tail in COMPANION_SUITES:
+        for uri, s, comps in entries:
+            if s == suite + tail and "main" in comps:
+                line = "deb %s %s main" % (uri, s)
+                if line not in lines:
+                    lines.append(line)
+                break
+    return lines
+
+
+def validate_source_line(line):
+    """One-line apt source ``deb URI SUITE COMPONENT...`` (options in brackets allowed); raises ValueError."""
+    words = re.sub(r"\[[^\]]*\]", "", line).split()
+    if len(words) < 4 or words[0] != "deb" or not re.match(r"^(https?|file):", words[1]):
+        raise ValueError("builder source %r is not an apt line 'deb URI SUITE COMPONENT...'" % line)
+    return line.strip()
+
+
+def debootstrap_argv(debootstrap, root, suite, mirror, extra_packages=None, cache_dir=None):
+    """debootstrap of the builder's base system (compiler, kmod); the kernel headers come afterwards through apt
+    from every builder source, so a target kernel of ``<suite>-security`` works too."""
+    pkgs = list(BUILDER_PACKAGES) + list(extra_packages or [])
     argv = [debootstrap, "--variant=minbase", "--include=%s" % ",".join(pkgs)]
     if cache_dir:
         argv.append("--cache-dir=%s" % cache_dir)
     return argv + [suite, root, mirror]
 
 
+def headers_install_argvs(chroot, root, kver):
+    """The apt commands run in the builder rootfs (chroot) to add the target kernel's headers."""
+    apt = [chroot, root, "/usr/bin/apt-get", "-q", "-o", "Acquire::Retries=3", "-o", "APT::Sandbox::User=root"]
+    return [
+        apt + ["update"],
+        apt + ["install", "-y", "--no-install-recommends", "linux-headers-%s" % kver],
+        apt + ["clean"],
+    ]
+
+
 def ensure_builder_image(run, tools, kver, env, scratch, suite=None, mirror=None, sysroot=None,
-                         image=None, extra_packages=None, deb_cache=None):
+                         image=None, extra_packages=None, deb_cache=None, sources=None):
     """Make sure the builder image exists; create it from Debian packages when missing.
 
+    The base system is debootstrapped from ``suite``; ``linux-headers-<kver>`` is then installed with apt from
+    ``sources`` (default: :func:`builder_sources`, i.e. the suite plus the host's -updates and -security).
     Returns (image name, created: bool, seconds spent).
     """
     image = image or builder_image_name(kver)
@@ -675,20 +723,40 @@ def ensure_builder_image(run, tools, kver, env, scratch, suite=None, mirror=None
         return image, False, 0.0
     if not suite:
         raise KmodBuildError("builder image %s does not exist and no Debian suite was given to create it" % image)
-    if not tools.get("debootstrap"):
-        raise KmodBuildError("builder image %s does not exist and debootstrap is not installed to create it" % image)
-    mirror = mirror or host_mirror(sysroot or Sysroot(), suite)
+    for tool in ("debootstrap", "chroot"):
+        if not tools.get(tool):
+            raise KmodBuildError("builder image %s does not exist and %s is not installed to create it"
+                                 % (image, tool))
+    sysroot = sysroot or Sysroot()
+    if sources:
+        lines = [validate_source_line(s) for s in sources]
+        base_mirror = mirror or host_mirror(sysroot, suite)
+    else:
+        lines = builder_sources(sysroot, suite, mirror)
+        base_mirror = lines[0].split()[1]
     start = time.time()
     work = tempfile.mkdtemp(prefix="gpufabric-kbuild-", dir=scratch)
     try:
         root = os.path.join(work, "root")
         if deb_cache:
             os.makedirs(deb_cache, exist_ok=True)
-        rc, out, err = run(debootstrap_argv(tools["debootstrap"], root, kver, suite, mirror, extra_packages,
+        rc, out, err = run(debootstrap_argv(tools["debootstrap"], root, suite, base_mirror, extra_packages,
                                             deb_cache))
         if rc != 0:
-            raise KmodBuildError("debootstrap of the builder image for %s failed (is linux-headers-%s in %s?)"
-                                 % (kver, kver, suite), rc=rc, stdout=out[-3000:], stderr=err[-3000:])
+            raise KmodBuildError("debootstrap of the builder image's base system (%s from %s) failed"
+                                 % (suite, base_mirror), rc=rc, stdout=out[-3000:], stderr=err[-3000:])
+        apt_dir = os.path.join(root, "etc", "apt")
+        with open(os.path.join(apt_dir, "sources.list"), "w") as f:
+            f.write("# gpufabric builder image for %s\n%s\n" % (kver, "\n".join(lines)))
+        for argv in headers_install_argvs(tools["chroot"], root, kver):
+            rc, out, err = run(argv)
+            if rc != 0:
+                raise KmodBuildError("installing linux-headers-%s in the builder image failed (%s): is that kernel "
+                                     "in one of these apt sources? %s" % (kver, " ".join(argv[2:4]), "; ".join(lines)),
+                                     rc=rc, stdout=out[-3000:], stderr=err[-3000:])
+        shutil.rmtree(os.path.join(root, "var", "lib", "apt", "lists"), ignore_errors=True)
+        if not os.path.isdir(os.path.join(root, "usr", "src", "linux-headers-%s" % kver)):
+            raise KmodBuildError("apt installed no /usr/src/linux-headers-%s in the builder image" % kver)
         tarball = os.path.join(work, "rootfs.tar")
         rc, out, err = run([tools["tar"], "-C", root, "--numeric-owner", "-cf", tarball, "."])
         if rc != 0:
@@ -810,9 +878,10 @@ def build(run, tools, source, source_sha256, kver, version, profile, cache_dir, 
         with open(os.path.join(work, "build.log"), "w") as f:
             f.write(log)
         if rc != 0:
-            raise KmodBuildError("the container build failed (rc=%d) for kernel %s%s" % (
-                rc, kver, collisions_hint(collisions)), rc=rc, stdout=out[-4000:], stderr=err[-4000:],
-                collisions=collisions)
+            first = first_error_line(err) or first_error_line(out)
+            raise KmodBuildError("the container build failed (rc=%d) for kernel %s%s%s" % (
+                rc, kver, ": " + first if first else "", collisions_hint(collisions)), rc=rc, stdout=out[-4000:],
+                stderr=err[-4000:], collisions=collisions)
         dist = os.path.join(out_dir, "dist")
         artifacts, modules, problems = verify_outputs(dist, kver, profile, run, tools,
                                                       require_signature=bool(signing), required=required_modules)
@@ -842,6 +911,16 @@ def build(run, tools, source, source_sha256, kver, version, profile, cache_dir, 
     manifest["cache_hit"] = False
     manifest["timings"] = {"build": round(build_s, 2), "total": round(time.time() - t0, 2)}
     return manifest
+
+
+def first_error_line(text):
+    """The first compiler/make error of a build log (``file:line:col: error: ...`` or ``make: *** ...``)."""
+    lines = (text or "").splitlines()
+    for pattern in (r"\berror:", r"\*\*\*"):
+        for line in lines:
+            if re.search(pattern, line):
+                return line.strip()[:300]
+    return ""
 
 
 def collisions_hint(collisions):
@@ -1032,14 +1111,48 @@ def _installed_module_facts(sysroot, path):
             "signed": data.endswith(SIGNATURE_MAGIC)}
 
 
-def prove_installed(sysroot, kver, require_symbol=True, version=None):
-    """Gate before rebooting into ``kver``: the verified client is installed and modprobe would pick it.
+def other_modules_problems(sysroot, kver, names, dep=None):
+    """Other out-of-tree modules the node needs after booting ``kver`` (the NVIDIA driver, nvidia-fs, a site's
+    drivers built by DKMS): modules.dep of ``kver`` must resolve each name to a file whose vermagic names ``kver``.
 
-    Returns {"proven": bool, "problems": [...], "modules": {name: {...}}, "record": {...}}.
+    Returns ({name: {"path", "vermagic"}}, [problems]).
+    """
+    dep = modules_dep_paths(sysroot, kver) if dep is None else dep
+    facts, problems = {}, []
+    for name in names:
+        path = dep.get(name.replace("-", "_"))
+        entry = {"path": path, "vermagic": None}
+        facts[name] = entry
+        if not path:
+            problems.append("modprobe %s on kernel %s finds no module: build and install it for %s (DKMS, the "
+                            "vendor's package) before rebooting" % (name, kver, kver))
+            continue
+        info = _installed_module_facts(sysroot, path)
+        if info is None:
+            problems.append("modules.dep of %s lists %s for %s but the file is missing (run depmod %s)"
+                            % (kver, path, name, kver))
+            continue
+        entry["vermagic"] = info["vermagic"]
+        try:
+            release = parse_vermagic(info["vermagic"])["release"]
+        except ValueError:
+            release = ""
+        if release != kver:
+            problems.append("%s (for %s) has vermagic %r, not for kernel %s" % (path, name, info["vermagic"], kver))
+    return facts, problems
+
+
+def prove_installed(sysroot, kver, require_symbol=True, version=None, other_modules=()):
+    """Gate before rebooting into ``kver``: the verified client is installed and modprobe would pick it; every
+    name in ``other_modules`` resolves to a module built for ``kver``.
+
+    Returns {"proven": bool, "problems": [...], "modules": {name: {...}}, "other_modules": {...}, "record": {...}}.
     """
     problems = []
     rec = read_state(sysroot)["kernels"].get(kver)
-    out = {"kernel_release": kver, "stage": "installed", "modules": {}, "record": rec or {}}
+    out = {"kernel_release": kver, "stage": "installed", "modules": {}, "record": rec or {}, "other_modules": {}}
+    if other_modules:
+        out["other_modules"], problems = other_modules_problems(sysroot, kver, other_modules)
     if not rec:
         problems.append("no verified vendor NFS client is recorded for kernel %s in %s: build and install it "
                         "before rebooting" % (kver, STATE_FILE))

@@ -87,6 +87,15 @@ options:
   builder_mirror:
     description: The Debian mirror URI for the builder image. Default the host's apt source serving the suite.
     type: str
+  builder_sources:
+    description:
+      - apt source lines (C(deb URI SUITE COMPONENT...)) from which the builder image installs
+        C(linux-headers-<kernel>) after debootstrapping its base system from O(builder_suite).
+      - Default the suite itself (O(builder_mirror) or the host's apt source) plus the host's C(<suite>-updates) and
+        C(<suite>-security) sources, where Debian publishes new kernel ABIs first.
+    type: list
+    elements: str
+    default: []
   builder_extra_packages:
     description: More Debian packages for the builder image.
     type: list
@@ -229,8 +238,8 @@ from ansible.module_utils.urls import fetch_url
 from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
-OPTIONAL_TOOLS = ("dpkg-deb", "modinfo", "nm", "rpm", "rpm2archive", "debootstrap", "tar", "depmod", "dpkg",
-                  "update-initramfs", "dracut", "lsinitramfs")
+OPTIONAL_TOOLS = ("dpkg-deb", "modinfo", "nm", "rpm", "rpm2archive", "debootstrap", "chroot", "tar", "depmod",
+                  "dpkg", "update-initramfs", "dracut", "lsinitramfs")
 
 
 def make_runner(module):
@@ -291,6 +300,8 @@ def run_module(module):
         sha = kb.validate_sha256(p["sha256"])
         kb.validate_version(p["version"])
         kb.validate_profile(p["profile"])
+        for line in p["builder_sources"]:
+            kb.validate_source_line(line)
     except ValueError as e:
         module.fail_json(msg=str(e), **result)
     if bool(p["signing_key"]) != bool(p["signing_cert"]):
@@ -335,7 +346,7 @@ def run_module(module):
             image, created, secs = kb.ensure_builder_image(
                 run, tools, kver, env, cache_dir, suite=suite, mirror=p["builder_mirror"], sysroot=sysroot,
                 image=image, extra_packages=p["builder_extra_packages"],
-                deb_cache=os.path.join(cache_dir, "debs"))
+                deb_cache=os.path.join(cache_dir, "debs"), sources=p["builder_sources"])
         else:
             rc, _o, _e = run([tools["podman"], "image", "exists", image], env=env)
             if rc != 0:
@@ -391,6 +402,7 @@ def main():
             builder_create=dict(type="bool", default=True),
             builder_suite=dict(type="str"),
             builder_mirror=dict(type="str"),
+            builder_sources=dict(type="list", elements="str", default=[]),
             builder_extra_packages=dict(type="list", elements="str", default=[]),
             podman_conf_dir=dict(type="path"),
             signing_key=dict(type="path", no_log=False),

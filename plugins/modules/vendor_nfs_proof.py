@@ -44,6 +44,14 @@ options:
     type: list
     elements: str
     default: [sunrpc]
+  other_modules:
+    description:
+      - O(stage=installed) only. Other out-of-tree modules the node needs after booting O(kernel_release), such as
+        C(nvidia), C(nvidia-fs) or a site's drivers built by DKMS. C(modules.dep) of that kernel must resolve each
+        name to a file whose vermagic names that kernel, or the gate fails.
+    type: list
+    elements: str
+    default: []
   nvidia_fs:
     description: C(auto) checks C(/proc/driver/nvidia-fs/modules) when nvidia-fs is loaded, C(required) fails when it
       is not loaded, C(ignore) skips it.
@@ -73,6 +81,7 @@ EXAMPLES = r"""
     stage: installed
     kernel_release: 6.1.0-56-amd64
     version: "4.0.35"
+    other_modules: [nvidia, nvidia-fs]
 
 - name: After the boot, prove the vendor client (and its nvidia-fs hook) is what runs
   gpufabric.node.vendor_nfs_proof:
@@ -108,6 +117,10 @@ modules:
     both srcversions (running).
   returned: always
   type: dict
+other_modules:
+  description: Per name in O(other_modules) the file modules.dep resolves it to and its vermagic.
+  returned: when O(stage=installed)
+  type: dict
 nfs_bundle_version:
   description: Value of C(/sys/module/sunrpc/parameters/nfs_bundle_version).
   returned: when O(stage=running)
@@ -136,6 +149,7 @@ def main():
             kernel_release=dict(type="str", required=True),
             version=dict(type="str"),
             require_loaded=dict(type="list", elements="str", default=["sunrpc"]),
+            other_modules=dict(type="list", elements="str", default=[]),
             nvidia_fs=dict(type="str", default="auto", choices=["auto", "required", "ignore"]),
             fail_on_problems=dict(type="bool", default=True),
         ),
@@ -146,10 +160,15 @@ def main():
         kver = kb.validate_kver(p["kernel_release"])
     except ValueError as e:
         module.fail_json(msg=str(e))
+    bad = [n for n in p["other_modules"] if not kb.MODULE_NAME_RE.match(n)]
+    if bad:
+        module.fail_json(msg="other_modules: %s is not a kernel module name" % ", ".join(bad))
+    if p["other_modules"] and p["stage"] != "installed":
+        module.fail_json(msg="other_modules is checked at stage=installed (the gate before the reboot)")
     sysroot = Sysroot()
     try:
         if p["stage"] == "installed":
-            res = kb.prove_installed(sysroot, kver, version=p["version"])
+            res = kb.prove_installed(sysroot, kver, version=p["version"], other_modules=p["other_modules"])
         else:
             res = kb.prove_running(sysroot, kver, require_loaded=p["require_loaded"], nvidia_fs=p["nvidia_fs"])
     except (kb.KmodBuildError, OSError, IOError) as e:

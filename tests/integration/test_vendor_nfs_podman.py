@@ -191,3 +191,13 @@ def test_wrong_sha_refused(work, kver):
     res, took = run_module(dict(base_args(work, kver, tarball, digest), sha256="0" * 64), work)
     assert res.get("failed") and "refusing to build" in res["msg"]
     assert res["actual"] == digest
+
+
+def test_kernel_ceiling_fails_with_the_compiler_error(work, kver):
+    """A release that does not support the target kernel yet: the build fails, says why, caches nothing."""
+    tarball, digest = vf.make_source_tarball(str(work), variant="kernel_ceiling", max_kernel=(6, 0, 0))
+    res, _took = run_module(base_args(work, kver, tarball, digest), work)
+    assert res.get("failed")
+    blob = json.dumps(res)
+    assert "supports kernels up to 6.0.0 only" in blob, blob[-2000:]
+    assert not res.get("built") and not os.path.exists(os.path.join(str(work / "cache"), res.get("key", "none")))

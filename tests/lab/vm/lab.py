@@ -5,6 +5,7 @@
 
     lab.py deps | image [--force] | dcbdrv [--kver K] | up [--name N] [--iommu] | ssh N -- CMD
     lab.py reboot N | down N | smoke N | status [N] | all [--name N] [--keep]
+    lab.py kernels | kernel-repo --kver K | push N SRC... DST
 """
 
 from __future__ import absolute_import, division, print_function
@@ -12,8 +13,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import argparse
+import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -246,6 +249,87 @@ def reboot(name, timeout=420):
     write_state(state)
 
 
+# --------------------------------------------------------------------------- kernel upgrade material
+
+KERNEL_PACKAGE_RE = re.compile(r'^linux-image-(\d+\.\d+\.\d+)-(\d+)-([a-z0-9]+)$')
+KERNEL_RELEASE_RE = re.compile(r'^(\d+\.\d+\.\d+)-(\d+)-([a-z0-9]+)$')
+
+
+def newer_kernels(current, package_names):
+    """Releases of ``linux-image-<base>-<abi>-<flavour>`` packages with ``current``'s base and flavour and a
+    higher ABI, newest first (Debian's kernel ABI: 6.1.0-50-amd64 -> 6.1.0-57-amd64)."""
+    cur = KERNEL_RELEASE_RE.match(current)
+    if not cur:
+        raise LabError('%r is not a Debian kernel release (<base>-<abi>-<flavour>)' % current)
+    found = []
+    for name in package_names:
+        m = KERNEL_PACKAGE_RE.match(name.strip())
+        if m and m.group(1) == cur.group(1) and m.group(3) == cur.group(3) and int(m.group(2)) > int(cur.group(2)):
+            found.append((int(m.group(2)), '%s-%s-%s' % m.groups()))
+    return [kver for _abi, kver in sorted(found, reverse=True)]
+
+
+def apt_kernel_packages():
+    """Names of the linux-image-* packages the host's apt knows (every suite it has: main, -updates, -security)."""
+    out = run(['apt-cache', 'pkgnames', 'linux-image-'], capture=True).stdout.decode('utf-8', 'replace')
+    return out.split()
+
+
+def packages_stanza(deb, filename):
+    """One ``Packages`` stanza (flat repository) for a .deb: its control fields + Filename, Size, checksums."""
+    control = run(['dpkg-deb', '-f', deb], capture=True).stdout.decode('utf-8', 'replace').rstrip('\n')
+    with open(deb, 'rb') as handle:
+        data = handle.read()
+    return '%s\nFilename: %s\nSize: %d\nMD5sum: %s\nSHA256: %s\n' % (
+        control, filename, len(data), hashlib.md5(data).hexdigest(), hashlib.sha256(data).hexdigest())
+
+
+def kernel_repo(kver):
+    """A flat apt repository (``deb [trusted=yes] file:DIR ./``) with ``linux-image-<kver>`` from the host's apt,
+    for a guest that has no network. Cached in ``<cache>/kernels/<kver>/``; returns its path."""
+    if not KERNEL_RELEASE_RE.match(kver):
+        raise LabError('%r is not a Debian kernel release' % kver)
+    repo = os.path.join(labimage.cache_dir(), 'kernels', kver)
+    packages = os.path.join(repo, 'Packages')
+    if os.path.exists(packages):
+        return repo
+    tmp = repo + '.tmp'
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    run(['apt-get', 'download', '-q', 'linux-image-' + kver], cwd=tmp, capture=True, timeout=900)
+    debs = sorted(f for f in os.listdir(tmp) if f.endswith('.deb'))
+    if not debs:
+        raise LabError('apt-get download linux-image-%s left no package' % kver)
+    with open(os.path.join(tmp, 'Packages'), 'w') as handle:
+        handle.write('\n'.join(packages_stanza(os.path.join(tmp, d), './' + d) for d in debs))
+    shutil.rmtree(repo, ignore_errors=True)
+    os.rename(tmp, repo)
+    return repo
+
+
+def push(name, sources, dest, timeout=900):
+    """scp -r SOURCES into DEST of the guest."""
+    state = load_state(name)
+    argv = (['scp', '-q', '-r', '-i', state['key'], '-P', str(state['port'])] + SSH_OPTS + list(sources) +
+            ['root@127.0.0.1:' + dest])
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise LabError('scp to %s:%s failed: %s' % (name, dest, proc.stderr.decode('utf-8', 'replace')[-1500:]))
+
+
+def cmd_kernels(args, timings):
+    current = args.current or labimage.image_meta()['kver']
+    print(json.dumps({'current': current, 'newer': newer_kernels(current, apt_kernel_packages())}))
+
+
+def cmd_kernel_repo(args, timings):
+    print(timings.run('kernel-repo', kernel_repo, args.kver))
+
+
+def cmd_push(args, timings):
+    timings.run('push', push, args.name, args.paths[:-1], args.paths[-1])
+
+
 def cmd_reboot(args, timings):
     timings.run('reboot', reboot, args.name, args.timeout)
 
@@ -469,6 +553,13 @@ def parser():
     s.add_argument('name')
     s = sub.add_parser('status', help='image and VM state as JSON')
     s.add_argument('name', nargs='?')
+    s = sub.add_parser('kernels', help='the image kernel and the newer Debian ABIs the host apt knows (JSON)')
+    s.add_argument('--current', help='kernel release to compare with (default: the cached image\'s)')
+    s = sub.add_parser('kernel-repo', help='flat apt repository with linux-image-KVER for the guest')
+    s.add_argument('--kver', required=True)
+    s = sub.add_parser('push', help='copy files into the guest: push NAME SRC... DST')
+    s.add_argument('name')
+    s.add_argument('paths', nargs='+')
     s = sub.add_parser('all', help='deps, image, up --iommu, smoke, down (with per-stage timings)')
     s.add_argument('--name', default='lab-all')
     s.add_argument('--timeout', type=int, default=420)
@@ -479,6 +570,7 @@ def parser():
 COMMANDS = {
     'deps': cmd_deps, 'image': cmd_image, 'dcbdrv': cmd_dcbdrv, 'up': cmd_up, 'ssh': cmd_ssh,
     'reboot': cmd_reboot, 'down': cmd_down, 'smoke': cmd_smoke, 'status': cmd_status, 'all': cmd_all,
+    'kernels': cmd_kernels, 'kernel-repo': cmd_kernel_repo, 'push': cmd_push,
 }
 
 

@@ -242,10 +242,150 @@ def test_host_mirror(tmp_path, texts, suite, expected):
 
 
 def test_debootstrap_argv():
-    argv = kb.debootstrap_argv("/usr/sbin/debootstrap", "/r", KVER, "bookworm", "http://m.invalid/d", ["bc"], "/c")
+    argv = kb.debootstrap_argv("/usr/sbin/debootstrap", "/r", "bookworm", "http://m.invalid/d", ["bc"], "/c")
     assert argv[1] == "--variant=minbase"
-    assert "linux-headers-%s" % KVER in argv[2] and "build-essential" in argv[2] and argv[2].endswith(",bc")
+    assert "build-essential" in argv[2] and argv[2].endswith(",bc") and "linux-headers" not in argv[2]
+    assert argv[3] == "--cache-dir=/c"
     assert argv[-3:] == ["bookworm", "/r", "http://m.invalid/d"]
+
+
+NO_UPDATES = """Types: deb
+URIs: http://mirror.invalid/debian
+Suites: bookworm
+Components: main
+
+Types: deb
+URIs: http://sec.invalid/debian-security
+Suites: bookworm-security
+Components: main
+"""
+
+
+@pytest.mark.parametrize("texts,mirror,expected", [
+    # the host's suite + -security (+ -updates when present), base suite first
+    ([NO_UPDATES], None, ["deb http://mirror.invalid/debian bookworm main",
+                          "deb http://sec.invalid/debian-security bookworm-security main"]),
+    ([DEB822], None, ["deb http://mirror.invalid/debian bookworm main",
+                               "deb http://mirror.invalid/debian bookworm-updates main",
+                               "deb http://sec.invalid/debian-security bookworm-security main"]),
+    # an explicit mirror replaces the base suite's URI only
+    ([NO_UPDATES], "http://other.invalid/d", ["deb http://other.invalid/d bookworm main",
+                                              "deb http://sec.invalid/debian-security bookworm-security main"]),
+    # a host without companion suites: the base suite alone
+    (["deb http://one.invalid/debian bookworm main\n"], None, ["deb http://one.invalid/debian bookworm main"]),
+    # security without main is not a source of headers
+    (["deb http://one.invalid/debian bookworm main\ndeb http://s.invalid/ds bookworm-security contrib\n"], None,
+     ["deb http://one.invalid/debian bookworm main"]),
+])
+def test_builder_sources(tmp_path, texts, mirror, expected):
+    d = tmp_path / "etc" / "apt" / "sources.list.d"
+    d.mkdir(parents=True)
+    for i, t in enumerate(texts):
+        (d / ("%d.%s" % (i, "sources" if "Types:" in t else "list"))).write_text(t)
+    assert kb.builder_sources(Sysroot(str(tmp_path)), "bookworm", mirror) == expected
+
+
+@pytest.mark.parametrize("line,ok", [
+    ("deb http://m.invalid/debian bookworm-security main", True),
+    ("deb [trusted=yes] file:/srv/repo ./ main", True),
+    ("deb-src http://m.invalid/debian bookworm main", False),
+    ("deb http://m.invalid/debian bookworm", False),
+    ("deb ftp://m.invalid/debian bookworm main", False),
+    ("rm -rf /", False),
+])
+def test_validate_source_line(line, ok):
+    if ok:
+        assert kb.validate_source_line(line) == line
+    else:
+        with pytest.raises(ValueError):
+            kb.validate_source_line(line)
+
+
+class FakeBuilderHost(object):
+    """Records the builder-image commands; debootstrap makes a rootfs, apt 'installs' the headers it knows."""
+
+    def __init__(self, image_exists=False, headers_available=True, debootstrap_rc=0):
+        self.calls = []
+        self.image_exists = image_exists
+        self.headers_available = headers_available
+        self.debootstrap_rc = debootstrap_rc
+        self.sources = None
+
+    def __call__(self, argv, env=None):
+        self.calls.append(list(argv))
+        if argv[1:3] == ["image", "exists"]:
+            return (0 if self.image_exists else 1), "", ""
+        if argv[0].endswith("debootstrap"):
+            root = argv[-2]
+            os.makedirs(os.path.join(root, "etc", "apt"))
+            os.makedirs(os.path.join(root, "var", "lib", "apt", "lists"))
+            return self.debootstrap_rc, "", "E: boom" if self.debootstrap_rc else ""
+        if argv[0].endswith("chroot"):
+            root = argv[1]
+            with open(os.path.join(root, "etc", "apt", "sources.list")) as f:
+                self.sources = f.read()
+            if "install" in argv:
+                if not self.headers_available:
+                    return 100, "", "E: Unable to locate package %s" % argv[-1]
+                os.makedirs(os.path.join(root, "usr", "src", argv[-1]))
+            return 0, "", ""
+        return 0, "", ""
+
+
+TOOLS = {"podman": "/usr/bin/podman", "debootstrap": "/usr/sbin/debootstrap", "chroot": "/usr/sbin/chroot",
+         "tar": "/bin/tar"}
+
+
+def _apt_host(tmp_path):
+    d = tmp_path / "host" / "etc" / "apt" / "sources.list.d"
+    d.mkdir(parents=True)
+    (d / "debian.sources").write_text(DEB822)
+    return Sysroot(str(tmp_path / "host"))
+
+
+def test_ensure_builder_image_creates_with_security_headers(tmp_path):
+    fake = FakeBuilderHost()
+    kver = "6.1.0-57-amd64"
+    image, created, _secs = kb.ensure_builder_image(fake, TOOLS, kver, {}, str(tmp_path), suite="bookworm",
+                                                    sysroot=_apt_host(tmp_path))
+    assert (image, created) == ("localhost/gpufabric-kbuild:%s" % kver, True)
+    names = [c[0] if not c[0].endswith("chroot") else " ".join(c[2:4]) for c in fake.calls]
+    assert names == ["/usr/bin/podman", "/usr/sbin/debootstrap", "/usr/bin/apt-get -q", "/usr/bin/apt-get -q",
+                     "/usr/bin/apt-get -q", "/bin/tar", "/usr/bin/podman"]
+    assert fake.calls[2][-1] == "update" and fake.calls[3][-1] == "linux-headers-%s" % kver
+    assert "bookworm-security main" in fake.sources and "deb http://mirror.invalid/debian bookworm main" in fake.sources
+    assert fake.calls[-1][1:3] == ["import", "-q"] and fake.calls[-1][-1] == image
+    assert [d for d in os.listdir(str(tmp_path)) if d.startswith("gpufabric-kbuild-")] == []
+
+
+@pytest.mark.parametrize("fake,tools,needle", [
+    (FakeBuilderHost(headers_available=False), TOOLS, "installing linux-headers-6.1.0-57-amd64"),
+    (FakeBuilderHost(debootstrap_rc=1), TOOLS, "debootstrap of the builder image's base system"),
+    (FakeBuilderHost(), dict(TOOLS, chroot=None), "chroot is not installed"),
+    (FakeBuilderHost(), dict(TOOLS, debootstrap=None), "debootstrap is not installed"),
+])
+def test_ensure_builder_image_failures(tmp_path, fake, tools, needle):
+    with pytest.raises(kb.KmodBuildError) as e:
+        kb.ensure_builder_image(fake, tools, "6.1.0-57-amd64", {}, str(tmp_path), suite="bookworm",
+                                sysroot=_apt_host(tmp_path))
+    assert needle in str(e.value)
+    assert not any(c[1:2] == ["import"] for c in fake.calls)
+
+
+def test_ensure_builder_image_exists_is_noop(tmp_path):
+    fake = FakeBuilderHost(image_exists=True)
+    assert kb.ensure_builder_image(fake, TOOLS, KVER, {}, str(tmp_path), suite="bookworm")[:2] == \
+        ("localhost/gpufabric-kbuild:%s" % KVER, False)
+    assert len(fake.calls) == 1
+
+
+def test_ensure_builder_image_explicit_sources(tmp_path):
+    fake = FakeBuilderHost()
+    src = ["deb [trusted=yes] file:/srv/kernels ./ main"]
+    kb.ensure_builder_image(fake, TOOLS, KVER, {}, str(tmp_path), suite="bookworm", sysroot=_apt_host(tmp_path),
+                            sources=src)
+    assert "file:/srv/kernels" in fake.sources and "security" not in fake.sources
+    assert fake.calls[1][-1] == "http://mirror.invalid/debian"
 
 
 # --------------------------------------------------------------------------- verification of outputs
@@ -505,3 +645,13 @@ def test_prove_running(built, kver, loaded, param, nvfs, mode, needle):
 ])
 def test_parse_nvfs_modules(text, expected):
     assert kb.parse_nvfs_modules(text) == expected
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("  CC [M] x.o\nx.c:3:2: error: #error \"too new\"\nmake: *** [all] Error 2\n", 'x.c:3:2: error: #error "too new"'),
+    ("make[1]: *** No rule to make target 'modules'.  Stop.\n", "make[1]: *** No rule to make target 'modules'.  Stop."),
+    ("all good\n", ""),
+    ("", ""),
+])
+def test_first_error_line(text, expected):
+    assert kb.first_error_line(text) == expected

@@ -101,3 +101,37 @@ def test_proof(node, monkeypatch, args, boot, proven, needle, fail_on_problems):
 def test_bad_kernel_release(node, monkeypatch):
     res = run_module(vendor_nfs_proof, {"stage": "running", "kernel_release": "x"}, monkeypatch=monkeypatch)
     assert res["failed"] and "does not look like a kernel release" in res["msg"]
+
+
+def with_other_module(sysroot, name, kver):
+    """A site driver (like DKMS would install it) under updates/dkms and listed in modules.dep."""
+    rel = "updates/dkms/%s.ko" % name
+    sysroot.write_file_atomic("/lib/modules/%s/%s" % (KVER, rel), vf.make_module_elf(name, kver + " SMP mod_unload"))
+    dep = sysroot.read_raw("/lib/modules/%s/modules.dep" % KVER)
+    sysroot.write_file_atomic("/lib/modules/%s/modules.dep" % KVER, dep + rel + ":\n")
+
+
+@pytest.mark.parametrize("present,built_for,names,proven,needle", [
+    (["dcbtest"], KVER, ["dcbtest"], True, None),
+    (["nvidia_fs"], KVER, ["nvidia-fs"], True, None),           # modprobe's - and _ are one
+    ([], KVER, ["nvidia"], False, "modprobe nvidia on kernel %s finds no module" % KVER),
+    (["nvidia"], "6.1.0-50-amd64", ["nvidia"], False, "not for kernel %s" % KVER),
+])
+def test_other_modules_gate(node, monkeypatch, present, built_for, names, proven, needle):
+    for name in present:
+        with_other_module(node, name, built_for)
+    res = run_module(vendor_nfs_proof, {"stage": "installed", "kernel_release": KVER, "other_modules": names,
+                                        "fail_on_problems": False}, monkeypatch=monkeypatch)
+    assert res["proven"] is proven, res["problems"]
+    assert sorted(res["other_modules"]) == sorted(names)
+    if needle:
+        assert any(needle in p for p in res["problems"]), res["problems"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    ({"stage": "installed", "other_modules": ["nvidia; rm -rf /"]}, "is not a kernel module name"),
+    ({"stage": "running", "other_modules": ["nvidia"]}, "checked at stage=installed"),
+])
+def test_other_modules_bad_input(node, monkeypatch, args, needle):
+    res = run_module(vendor_nfs_proof, dict(args, kernel_release=KVER), monkeypatch=monkeypatch)
+    assert res["failed"] and needle in res["msg"]
