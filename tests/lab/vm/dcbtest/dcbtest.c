@@ -19,6 +19,19 @@
  *    matches the current mapping and resets that DSCP to priority 0; when the
  *    last DSCP entry is gone the port returns to PCP trust.
  *  - No dcbnl_setapptrust (mlx5 has none).
+ *
+ * Per-priority counters with mlx5's ethtool -S names: rx_prio{p}_bytes,
+ * _packets, _discards and tx_prio{p}_bytes, _packets for p = 0..7, plus
+ * rx/tx_prio{p}_pause, _pause_duration and rx_prio{p}_pause_transition only
+ * for the priorities with PFC enabled (mlx5 lists PFC counters only for those).
+ * Every frame is classified the way the NIC classifies it: in DSCP trust by
+ * the DSCP of an IPv4/IPv6 frame through the port's DSCP->priority table;
+ * otherwise (PCP trust, or a non-IP frame) by the VLAN PCP, untagged -> 0.
+ * The sender's tx counters use the sender's classification, the peer's rx
+ * counters the peer's own (as each port's hardware would). A frame the peer
+ * does not take (netif_rx refused it) is an rx_prio{p}_discard on the peer.
+ * There is no congestion model: the driver never sends or honours a pause
+ * frame, so the pause counters exist (PFC state) and stay 0.
  */
 
 #include <linux/module.h>
@@ -26,6 +39,10 @@
 #include <linux/netdevice.h>
 #include <linux/etherdevice.h>
 #include <linux/ethtool.h>
+#include <linux/if_vlan.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <net/dsfield.h>
 #include <linux/rtnetlink.h>
 #include <linux/u64_stats_sync.h>
 #include <net/dcbnl.h>
@@ -53,11 +70,42 @@ struct dcbtest_stats {
 	struct u64_stats_sync syncp;
 };
 
+/* mlx5 per-priority traffic counters, in mlx5's ethtool -S order. */
+enum {
+	DCBTEST_RX_BYTES,
+	DCBTEST_RX_PACKETS,
+	DCBTEST_RX_DISCARDS,
+	DCBTEST_TX_BYTES,
+	DCBTEST_TX_PACKETS,
+	DCBTEST_PRIO_NSTATS,
+};
+
+static const char * const dcbtest_prio_stat_fmt[DCBTEST_PRIO_NSTATS] = {
+	"rx_prio%d_bytes",
+	"rx_prio%d_packets",
+	"rx_prio%d_discards",
+	"tx_prio%d_bytes",
+	"tx_prio%d_packets",
+};
+
+/* mlx5's PFC counters, listed only for priorities with PFC enabled. */
+static const char * const dcbtest_pfc_stat_fmt[] = {
+	"rx_prio%d_pause",
+	"rx_prio%d_pause_duration",
+	"tx_prio%d_pause",
+	"tx_prio%d_pause_duration",
+	"rx_prio%d_pause_transition",
+};
+
+#define DCBTEST_PFC_NSTATS	ARRAY_SIZE(dcbtest_pfc_stat_fmt)
+
 struct dcbtest_priv {
 	struct net_device *dev;
 	struct net_device *peer;
 	struct dcbtest_stats __percpu *tx;
 	atomic64_t tx_dropped;
+	/* per-priority counters; rx ones are updated by the peer's xmit */
+	atomic64_t prio_stats[DCBTEST_MAX_PRIO][DCBTEST_PRIO_NSTATS];
 
 	/* DCB state, protected by RTNL (dcbnl calls ops under it). */
 	struct ieee_ets ets;
@@ -74,11 +122,70 @@ static struct net_device *dcbtest_devs[DCBTEST_MAX_DEVS];
 
 /* ---- data path ---------------------------------------------------------- */
 
+/* The priority a port's hardware gives a frame (skb->data at the MAC header).
+ * DSCP trust: an IPv4/IPv6 frame takes dscp2prio[DSCP]; anything else, and
+ * every frame in PCP trust, takes the VLAN PCP, 0 when untagged.
+ */
+static u8 dcbtest_classify(const struct dcbtest_priv *priv, const struct sk_buff *skb)
+{
+	unsigned int off = ETH_HLEN;
+	const struct ethhdr *eth;
+	__be16 proto;
+	int pcp = -1;
+
+	if (skb->len < ETH_HLEN)
+		return 0;
+	eth = (const struct ethhdr *)skb->data;
+	proto = eth->h_proto;
+	if (skb_vlan_tag_present(skb)) {
+		pcp = skb_vlan_tag_get_prio(skb);
+	} else if (proto == htons(ETH_P_8021Q) || proto == htons(ETH_P_8021AD)) {
+		struct vlan_hdr vbuf;
+		const struct vlan_hdr *vh = skb_header_pointer(skb, off, sizeof(vbuf), &vbuf);
+
+		if (!vh)
+			return 0;
+		pcp = (ntohs(vh->h_vlan_TCI) & VLAN_PRIO_MASK) >> VLAN_PRIO_SHIFT;
+		proto = vh->h_vlan_encapsulated_proto;
+		off += VLAN_HLEN;
+	}
+
+	if (READ_ONCE(priv->trust) == DCBTEST_TRUST_DSCP) {
+		int dscp = -1;
+
+		if (proto == htons(ETH_P_IP)) {
+			struct iphdr ibuf;
+			const struct iphdr *ih = skb_header_pointer(skb, off, sizeof(ibuf), &ibuf);
+
+			if (ih)
+				dscp = ipv4_get_dsfield(ih) >> 2;
+		} else if (proto == htons(ETH_P_IPV6)) {
+			struct ipv6hdr ibuf;
+			const struct ipv6hdr *ih = skb_header_pointer(skb, off, sizeof(ibuf), &ibuf);
+
+			if (ih)
+				dscp = ipv6_get_dsfield(ih) >> 2;
+		}
+		if (dscp >= 0)
+			return READ_ONCE(priv->dscp2prio[dscp]);
+	}
+	return pcp >= 0 ? pcp : 0;
+}
+
+static void dcbtest_count(struct dcbtest_priv *priv, u8 prio, int bytes_stat,
+			  int packets_stat, unsigned int len)
+{
+	atomic64_add(len, &priv->prio_stats[prio][bytes_stat]);
+	atomic64_inc(&priv->prio_stats[prio][packets_stat]);
+}
+
 static netdev_tx_t dcbtest_xmit(struct sk_buff *skb, struct net_device *dev)
 {
 	struct dcbtest_priv *priv = netdev_priv(dev);
 	struct net_device *peer = priv->peer;
 	unsigned int len = skb->len;
+	struct dcbtest_priv *pp;
+	u8 tx_prio, rx_prio;
 
 	if (!netif_carrier_ok(dev) || !peer) {
 		atomic64_inc(&priv->tx_dropped);
@@ -86,7 +193,16 @@ static netdev_tx_t dcbtest_xmit(struct sk_buff *skb, struct net_device *dev)
 		return NETDEV_TX_OK;
 	}
 
+	/* The frame leaves this port (tx, this port's classification) and
+	 * reaches the peer, whose hardware classifies it with its own state.
+	 */
+	pp = netdev_priv(peer);
+	tx_prio = dcbtest_classify(priv, skb);
+	rx_prio = dcbtest_classify(pp, skb);
+	dcbtest_count(priv, tx_prio, DCBTEST_TX_BYTES, DCBTEST_TX_PACKETS, len);
+
 	if (dev_forward_skb(peer, skb) == NET_RX_SUCCESS) {
+		dcbtest_count(pp, rx_prio, DCBTEST_RX_BYTES, DCBTEST_RX_PACKETS, len);
 		struct dcbtest_stats *st = this_cpu_ptr(priv->tx);
 
 		u64_stats_update_begin(&st->syncp);
@@ -94,6 +210,7 @@ static netdev_tx_t dcbtest_xmit(struct sk_buff *skb, struct net_device *dev)
 		st->bytes += len;
 		u64_stats_update_end(&st->syncp);
 	} else {
+		atomic64_inc(&pp->prio_stats[rx_prio][DCBTEST_RX_DISCARDS]);
 		atomic64_inc(&priv->tx_dropped);
 	}
 	return NETDEV_TX_OK;
@@ -199,10 +316,62 @@ static int dcbtest_get_link_ksettings(struct net_device *dev,
 	return 0;
 }
 
+/* ethtool -S runs under RTNL, as setpfc does: the list cannot change between
+ * get_sset_count, get_strings and get_ethtool_stats of one request.
+ */
+static int dcbtest_get_sset_count(struct net_device *dev, int sset)
+{
+	struct dcbtest_priv *priv = netdev_priv(dev);
+
+	if (sset != ETH_SS_STATS)
+		return -EOPNOTSUPP;
+	return DCBTEST_MAX_PRIO * DCBTEST_PRIO_NSTATS +
+	       hweight8(priv->pfc_en) * DCBTEST_PFC_NSTATS;
+}
+
+static void dcbtest_get_strings(struct net_device *dev, u32 sset, u8 *data)
+{
+	struct dcbtest_priv *priv = netdev_priv(dev);
+	int p, i;
+
+	if (sset != ETH_SS_STATS)
+		return;
+	for (p = 0; p < DCBTEST_MAX_PRIO; p++)
+		for (i = 0; i < DCBTEST_PRIO_NSTATS; i++)
+			ethtool_sprintf(&data, dcbtest_prio_stat_fmt[i], p);
+	for (p = 0; p < DCBTEST_MAX_PRIO; p++) {
+		if (!(priv->pfc_en & BIT(p)))
+			continue;
+		for (i = 0; i < DCBTEST_PFC_NSTATS; i++)
+			ethtool_sprintf(&data, dcbtest_pfc_stat_fmt[i], p);
+	}
+}
+
+static void dcbtest_get_ethtool_stats(struct net_device *dev,
+				      struct ethtool_stats *stats, u64 *data)
+{
+	struct dcbtest_priv *priv = netdev_priv(dev);
+	int p, i;
+
+	for (p = 0; p < DCBTEST_MAX_PRIO; p++)
+		for (i = 0; i < DCBTEST_PRIO_NSTATS; i++)
+			*data++ = atomic64_read(&priv->prio_stats[p][i]);
+	/* No congestion model: no pause frame is ever sent or received. */
+	for (p = 0; p < DCBTEST_MAX_PRIO; p++) {
+		if (!(priv->pfc_en & BIT(p)))
+			continue;
+		for (i = 0; i < DCBTEST_PFC_NSTATS; i++)
+			*data++ = 0;
+	}
+}
+
 static const struct ethtool_ops dcbtest_ethtool_ops = {
 	.get_drvinfo		= dcbtest_get_drvinfo,
 	.get_link		= ethtool_op_get_link,
 	.get_link_ksettings	= dcbtest_get_link_ksettings,
+	.get_sset_count		= dcbtest_get_sset_count,
+	.get_strings		= dcbtest_get_strings,
+	.get_ethtool_stats	= dcbtest_get_ethtool_stats,
 };
 
 /* ---- DCBNL (IEEE) ------------------------------------------------------- */
@@ -564,6 +733,7 @@ static int __init dcbtest_init(void)
 		priv = netdev_priv(dev);
 		priv->dev = dev;
 		atomic64_set(&priv->tx_dropped, 0);
+		memset(priv->prio_stats, 0, sizeof(priv->prio_stats));
 		dcbtest_init_dcb(priv);
 		dev->sysfs_groups[0] = &dcbtest_attr_group;
 		dcbtest_devs[i] = dev;
