@@ -51,6 +51,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import platform
 import re
 
 from ansible_collections.gpufabric.node.plugins.module_utils import pci
@@ -557,7 +558,9 @@ def discover(sysroot=None, gather_subset=None):
     sr = sysroot if sysroot is not None else Sysroot()
     subset = normalize_subset(gather_subset)
     scan = PciScan(sr)
-    facts = {"kernel_release": sr.read("/proc/sys/kernel/osrelease"), "gather_subset": sorted(subset)}
+    # architecture: what setup's ansible_architecture reports (platform.machine()), so roles need no setup call
+    facts = {"kernel_release": sr.read("/proc/sys/kernel/osrelease"), "architecture": platform.machine(),
+             "gather_subset": sorted(subset)}
     rails = None
     if "rails" in subset or "pci" in subset:
         rails = list_rails(sr)

@@ -91,6 +91,11 @@ ansible_facts:
           description: Running kernel release.
           type: str
           sample: 6.8.0-45-generic
+        architecture:
+          description: Machine architecture (C(platform.machine()), the value of C(ansible_facts.architecture) from
+            C(setup)), e.g. for the C(iommu) role's kernel arguments.
+          type: str
+          sample: x86_64
         gather_subset:
           description: The subsets gathered.
           type: list

@@ -226,10 +226,25 @@ def task_executions(runs):
                                                            "ansible.builtin.assert", "assert",
                                                            "ansible.builtin.debug", "debug",
                                                            "ansible.builtin.include_role", "include_role",
+                                                           "ansible.builtin.include_tasks", "include_tasks",
                                                            "ansible.builtin.validate_argument_spec",
                                                            "validate_argument_spec", "ansible.builtin.meta"):
                 continue
             per[t["host"]] = per.get(t["host"], 0) + (t["items"] or 1)
+        if per:
+            counts.append(statistics.median(per.values()))
+    return statistics.median(counts) if counts else None
+
+
+def task_results(runs):
+    """Median over runs of the task results per host (every task the controller ran for the host: module
+    executions, skipped tasks, set_fact/assert/argument-spec validation; the per-host controller work)."""
+    counts = []
+    for run in runs:
+        per = {}
+        for t in run["tasks"]:
+            if t["host"] != "localhost":
+                per[t["host"]] = per.get(t["host"], 0) + 1
         if per:
             counts.append(statistics.median(per.values()))
     return statistics.median(counts) if counts else None
@@ -365,6 +380,8 @@ def bench_size(n, args, logroot):
                 "converge_per_concern_s": per_concern(v, raw[v]["converge"]),
                 "drift_module_executions_per_node": task_executions(raw[v]["drift"]),
                 "converge_module_executions_per_node": task_executions(raw[v]["converge"]),
+                "drift_task_results_per_node": task_results(raw[v]["drift"]),
+                "converge_task_results_per_node": task_results(raw[v]["converge"]),
             }
         if not with_baseline:
             res["baseline"] = {"converge_s": None, "drift_s": None, "drift_per_concern_s": {},
@@ -505,16 +522,18 @@ def write_md(results, path):
         for c in sorted(set(cc) | set(bc)):
             L.append("| %d | %s | %s | %s |" % (r["nodes"], c, cc.get(c, "-"), bc.get(c, "-")))
     L += ["", "## Module executions and SSH commands per node", "",
-          "| nodes | variant | module executions drift | module executions converge | SSH cmds drift | "
-          "SSH cmds converge |", "|---|---|---|---|---|---|"]
+          "| nodes | variant | module executions drift | module executions converge | task results drift | "
+          "SSH cmds drift | SSH cmds converge | controller CPU s drift | controller CPU s converge |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for r in results["sizes"]:
         for v in ("collection", "baseline"):
             x = r[v]
-            L.append("| %d | %s | %s | %s | %s | %s |" % (
+            L.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 r["nodes"], v, fmt(x["drift_module_executions_per_node"]),
-                fmt(x["converge_module_executions_per_node"]),
+                fmt(x["converge_module_executions_per_node"]), fmt(x.get("drift_task_results_per_node")),
                 x.get("ssh_drift", {}).get("ssh_commands_per_node", "-"),
-                x.get("ssh_converge", {}).get("ssh_commands_per_node", "-")))
+                x.get("ssh_converge", {}).get("ssh_commands_per_node", "-"),
+                fmt(x.get("drift_controller_cpu_s")), fmt(x.get("converge_controller_cpu_s"))))
     L += ["", "## Fact gathering (median seconds per host)", "", "| nodes | task | seconds |", "|---|---|---|"]
     for r in results["sizes"]:
         for k, v in sorted(r.get("facts_task_s", {}).items()):

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from ansible.module_utils.facts.system.platform import PlatformFactCollector
 from ansible.module_utils.testing import patch_module_args
 
 from gpufabric_sim.tree import build_tree
@@ -105,3 +106,13 @@ def test_empty_host(tmp_path, monkeypatch, capture):
     assert run(monkeypatch, str(tmp_path), {}) == 0
     facts = capture()["ansible_facts"]["gpufabric"]
     assert facts["gpus"] == [] and facts["iommu"]["mode"] == "off" and facts["gpu_driver"]["flavour"] == "none"
+
+
+@pytest.mark.parametrize("subset", [["rails"], ["pci", "rails"], ["all"]])
+def test_architecture_always_reported(trees, monkeypatch, capture, subset):
+    # the iommu role takes the architecture from here instead of a setup call: same value as setup's
+    root = trees("hgx-h200")
+    assert run(monkeypatch, root, {"gather_subset": subset}) == 0
+    facts = capture()["ansible_facts"]["gpufabric"]
+    setup_facts = PlatformFactCollector().collect()
+    assert facts["architecture"] == setup_facts["architecture"]
