@@ -879,9 +879,12 @@ def build(run, tools, source, source_sha256, kver, version, profile, cache_dir, 
             f.write(log)
         if rc != 0:
             first = first_error_line(err) or first_error_line(out)
+            # the case-collision hint unless the compiler names an error of its own ("make: *** No rule to make
+            # target" is what a lost Makefile looks like, so make's errors keep the hint)
+            hint = "" if re.search(r"\berror:", first) else collisions_hint(collisions)
             raise KmodBuildError("the container build failed (rc=%d) for kernel %s%s%s" % (
-                rc, kver, ": " + first if first else "", collisions_hint(collisions)), rc=rc, stdout=out[-4000:],
-                stderr=err[-4000:], collisions=collisions)
+                rc, kver, ": " + first if first else "", hint), rc=rc, stdout=out[-4000:], stderr=err[-4000:],
+                collisions=collisions)
         dist = os.path.join(out_dir, "dist")
         artifacts, modules, problems = verify_outputs(dist, kver, profile, run, tools,
                                                       require_signature=bool(signing), required=required_modules)

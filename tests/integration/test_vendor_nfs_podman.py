@@ -201,3 +201,35 @@ def test_kernel_ceiling_fails_with_the_compiler_error(work, kver):
     blob = json.dumps(res)
     assert "supports kernels up to 6.0.0 only" in blob, blob[-2000:]
     assert not res.get("built") and not os.path.exists(os.path.join(str(work / "cache"), res.get("key", "none")))
+
+
+def test_signed_build_with_a_real_key(work, kver):
+    """Module signing (Secure Boot stays on): a real RSA key and X.509 certificate made here with openssl, sign-file
+    from the builder image's kernel headers; the packaged modules carry the signature, modinfo names the signer."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    keys = work / "mok"
+    keys.mkdir()
+    key, crt = str(keys / "signing.key"), str(keys / "signing.crt")
+    subprocess.run(["openssl", "req", "-new", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-sha256",
+                    "-subj", "/CN=gpufabric lab module signing/", "-outform", "PEM", "-keyout", key, "-out", crt,
+                    "-addext", "extendedKeyUsage=codeSigning"], check=True, stdout=subprocess.PIPE,
+                   stderr=subprocess.PIPE)
+    tarball, digest = vf.make_source_tarball(str(work))
+    res, _took = run_module(dict(base_args(work, kver, tarball, digest), signing_key=key, signing_cert=crt), work)
+    assert not res.get("failed"), res.get("msg")
+    assert res["built"]
+    deb = os.path.join(res["artifact_dir"], res["artifacts"][0]["file"])
+    x = work / "signed"
+    subprocess.run(["dpkg-deb", "-x", deb, str(x)], check=True)
+    for name in ("sunrpc", "rpcrdma", "nfs"):
+        ko = str(x / "lib" / "modules" / kver / "updates" / "bundle" / ("%s.ko" % name))
+        with open(ko, "rb") as f:
+            assert f.read().endswith(b"~Module signature appended~\n"), ko
+        signer = subprocess.run(["modinfo", "-F", "signer", ko], check=True, stdout=subprocess.PIPE,
+                                universal_newlines=True).stdout.strip()
+        assert signer == "gpufabric lab module signing", (ko, signer)
+        assert subprocess.run(["modinfo", "-F", "sig_hashalgo", ko], check=True, stdout=subprocess.PIPE,
+                              universal_newlines=True).stdout.strip() == "sha256"
+    for m in res["modules"]:
+        assert m["signed"] and m["signer"] == "gpufabric lab module signing", m
