@@ -266,8 +266,8 @@ Components: main
     ([NO_UPDATES], None, ["deb http://mirror.invalid/debian bookworm main",
                           "deb http://sec.invalid/debian-security bookworm-security main"]),
     ([DEB822], None, ["deb http://mirror.invalid/debian bookworm main",
-                               "deb http://mirror.invalid/debian bookworm-updates main",
-                               "deb http://sec.invalid/debian-security bookworm-security main"]),
+                      "deb http://mirror.invalid/debian bookworm-updates main",
+                      "deb http://sec.invalid/debian-security bookworm-security main"]),
     # an explicit mirror replaces the base suite's URI only
     ([NO_UPDATES], "http://other.invalid/d", ["deb http://other.invalid/d bookworm main",
                                               "deb http://sec.invalid/debian-security bookworm-security main"]),
