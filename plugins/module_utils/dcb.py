@@ -375,48 +375,77 @@ def split_batch_json(text, count):
     return [json.dumps(d) for d in data]
 
 
-def read_batch(run, rails_objects):
-    """Read every (object, rail) with one ``dcb -j -b FILE`` process.
+_BATCH_FAILED_RE = re.compile(r"Command failed \S*:(\d+)")
+# iproute2 6.1's dcb (Debian bookworm, Ubuntu 24.04) answers only the first command of a batch: every later one fails
+# with "Attribute not found: Success" and the batch stops there (seen on the VM lab's DCB driver with the distribution
+# binary; single commands work).
+_BATCH_DEFECT = "Attribute not found"
 
-    ``rails_objects``: [(netdev, with_ets, apptrust)]. Returns {netdev: state} like read_rail, or None
-    when the batch did not run cleanly (the caller then reads rail by rail for the exact error).
-    """
+
+def _batch_lines(rails_objects):
     lines = []
     for netdev, with_ets, apptrust in rails_objects:
         lines.extend(_read_objects(netdev, with_ets, apptrust))
+    return lines
+
+
+def run_batch(run, lines):
+    """One ``dcb -j -b FILE`` process for ``lines`` [(object, netdev)].
+
+    Returns (texts, usable): ``texts`` the JSON texts of the commands that answered, in order (all of them when the
+    batch ran cleanly, a prefix when iproute2 6.1's batch defect stopped it), ``usable`` False when the output cannot
+    be trusted (the caller then reads object by object, after the version check).
+    """
     if not lines:
-        return {}
+        return [], True
     fd, path = tempfile.mkstemp(prefix="gpufabric-dcb-", suffix=".batch")
     try:
         with os.fdopen(fd, "w") as f:
             f.write("".join("%s show dev %s\n" % (obj, dev) for obj, dev in lines))
-        rc, out, _err = _run(run, ["dcb", "-j", "-b", path])
+        rc, out, err = _run(run, ["dcb", "-j", "-b", path])
     finally:
         os.unlink(path)
-    if rc != 0:
-        return None
-    texts = split_batch_json(out, len(lines))
-    if texts is None:
-        return None
-    parsed = {}
-    for (obj, dev), text in zip(lines, texts):
-        parsed.setdefault(dev, {})[obj] = text
-    try:
-        return dict((dev, _rail_state(objs)) for dev, objs in parsed.items())
-    except DcbError:
-        return None
+    if rc == 0:
+        texts = split_batch_json(out, len(lines))
+        return (texts, True) if texts is not None else ([], False)
+    m = _BATCH_FAILED_RE.search(err or "")
+    if m and int(m.group(1)) >= 2 and _BATCH_DEFECT in (err or ""):
+        answered = int(m.group(1)) - 1
+        texts = split_batch_json(out, answered)
+        if texts is not None:
+            return texts, True
+    return [], False
 
 
 def read_rails(run, rails_objects, need_version):
-    """Current DCB state of several rails: one batch process, per-object processes as the fallback.
+    """Current DCB state of several rails: one batch process; what it did not answer, one process per object.
 
-    ``need_version()`` runs ``dcb -V`` at most once (missing or too old iproute2 fails there)."""
-    states = read_batch(run, rails_objects)
-    if states is not None:
-        return states
-    need_version()
-    return dict((netdev, read_rail(run, netdev, with_ets=with_ets, apptrust=apptrust))
-                for netdev, with_ets, apptrust in rails_objects)
+    ``need_version()`` runs ``dcb -V`` at most once (missing or too old iproute2 fails there); it is not needed when
+    the batch answered its first command (the tool runs and knows the objects) and only iproute2 6.1's batch defect
+    stopped it. Errors of the per-object reads are the precise ones."""
+    lines = _batch_lines(rails_objects)
+    texts, usable = run_batch(run, lines)
+    if usable and len(texts) == len(lines):
+        parsed = {}
+        for (obj, dev), text in zip(lines, texts):
+            parsed.setdefault(dev, {})[obj] = text
+        try:
+            return dict((dev, _rail_state(objs)) for dev, objs in parsed.items())
+        except DcbError:
+            texts, usable = [], False
+    if not usable or not texts:
+        need_version()
+        texts = []
+    known = dict(zip(lines, texts))
+    states = {}
+    for netdev, with_ets, apptrust in rails_objects:
+        parsed = {}
+        for obj, dev in _read_objects(netdev, with_ets, apptrust):
+            parsed[obj] = known.get((obj, dev))
+            if parsed[obj] is None:
+                parsed[obj] = _query(run, ["dcb", "-j", obj, "show", "dev", dev])
+        states[netdev] = _rail_state(parsed)
+    return states
 
 
 def _ets_matches(cur, want):

@@ -554,3 +554,53 @@ def test_diff_text():
                 "after": {"trust": "dscp", "pfc": [3], "dscp_prio": {"26": 3}}}]
     assert dcb.diff_text(results, "before") == "r0 trust=pcp pfc=none dscp26->None\n"
     assert dcb.diff_text(results, "after") == "r0 trust=dscp pfc=3 dscp26->3\n"
+
+
+def defect_61(run):
+    """iproute2 6.1's batch mode as seen with bookworm's dcb on the VM lab's DCB driver: the first command answers,
+    the second fails with "Attribute not found: Success" and the batch stops (rc 1)."""
+    def runner(argv):
+        if "-b" not in argv:
+            return run(argv)
+        with open(argv[argv.index("-b") + 1]) as f:
+            first = f.read().splitlines()[0].split()
+        rc, out, _err = run(["dcb", "-j"] + first)
+        assert rc == 0
+        run.calls.append(["batch-defect"])
+        return 1, out, "Attribute not found: Success\nCommand failed %s:2\n" % argv[argv.index("-b") + 1]
+    return runner
+
+
+def test_iproute2_61_batch_defect_reads_the_rest_without_version(tmp_path):
+    sr, run = _node(tmp_path, RAILS)
+    res = dcb.apply_dcb(defect_61(run), RAILS, {}, True, sysroot=sr)
+    assert res["changed"] and res["dcb_version"] is None
+    singles = [c for c in run.calls if c[:2] == ["dcb", "-j"] and "-b" not in c]
+    # the batch's first answer (app of the first rail, re-run here by the stand-in) is used; the other 3 objects
+    # are read one by one; no dcb -V
+    assert singles[0] == ["dcb", "-j", "app", "show", "dev", RAILS[0]]
+    assert singles[1:] == [["dcb", "-j", "pfc", "show", "dev", RAILS[0]],
+                           ["dcb", "-j", "app", "show", "dev", RAILS[1]],
+                           ["dcb", "-j", "pfc", "show", "dev", RAILS[1]]]
+    assert ["dcb", "-V"] not in run.calls
+    assert [r["before"]["trust"] for r in res["rails"]] == ["pcp", "pcp"]
+
+
+@pytest.mark.parametrize("err,out,version_probed", [
+    # the first command itself failed: nothing answered, the tool may be missing features
+    ("Attribute not found: Success\nCommand failed /tmp/x:1\n", "", True),
+    # another failure at line 2: not the known defect
+    ("Operation not supported\nCommand failed /tmp/x:2\n", '{"dscp_prio":[]}\n', True),
+    # the defect signature but the answered prefix is not JSON
+    ("Attribute not found: Success\nCommand failed /tmp/x:2\n", "garbage\n", True),
+])
+def test_batch_failures_other_than_the_defect(tmp_path, err, out, version_probed):
+    sr, run = _node(tmp_path, RAILS)
+
+    def runner(argv):
+        if "-b" in argv:
+            return 1, out, err
+        return run(argv)
+    dcb.apply_dcb(runner, RAILS, {}, True, sysroot=sr)
+    assert (["dcb", "-V"] in run.calls) is version_probed
+    assert len([c for c in run.calls if c[:2] == ["dcb", "-j"]]) == 4
