@@ -312,7 +312,7 @@ def _batch_lines(calls):
 
 
 def test_reads_all_rails_in_one_process(tmp_path):
-    sr, run = _node(tmp_path, RAILS)
+    sr, run = _node(tmp_path, RAILS, "6.5.0")
     dcb.apply_dcb(run, RAILS, {}, True, sysroot=sr)
     assert len(run.calls) == 1 and run.calls[0][:3] == ["dcb", "-j", "-b"]
     assert run.batches == [["%s show dev %s" % (o, r) for r in RAILS for o in ("app", "pfc")]]
@@ -320,7 +320,7 @@ def test_reads_all_rails_in_one_process(tmp_path):
 
 
 def test_converge_reads_back_in_one_batch(tmp_path):
-    sr, run = _node(tmp_path, RAILS)
+    sr, run = _node(tmp_path, RAILS, "6.5.0")
     dcb.apply_dcb(run, RAILS, {}, False, sysroot=sr)
     # read, 2 writes per rail, read back: no -V, no per-object reads
     assert len(run.calls) == 2 + 2 * len(RAILS)
@@ -355,13 +355,13 @@ def test_split_batch_json(case):
 
 
 def test_batch_failure_falls_back_to_precise_errors(tmp_path):
-    sr, run = _node(tmp_path, ["ens1np0"])
+    sr, run = _node(tmp_path, ["ens1np0"], "6.5.0")
     (tmp_path / "sys" / "class" / "net" / "veth0").mkdir()
     with pytest.raises(dcb.DcbError) as e:
         dcb.apply_dcb(run, ["ens1np0", "veth0"], {}, True, sysroot=sr)
     assert "dcb -j app show dev veth0 failed" in str(e.value) and "Operation not supported" in str(e.value)
     # veth0 has no driver: its apptrust probe needs the version first; -V runs once, not again on fallback
-    assert [c[:3] for c in run.calls[:2]] == [["dcb", "-V"], ["dcb", "-j", "-b"]]
+    assert [c[:3] for c in run.calls[:3]] == [["dcb", "-V"], ["dcb", "-j", "apptrust"], ["dcb", "-j", "-b"]]
     assert run.calls.count(["dcb", "-V"]) == 1
     assert ["dcb", "-j", "app", "show", "dev", "ens1np0"] in run.calls
 
@@ -604,3 +604,14 @@ def test_batch_failures_other_than_the_defect(tmp_path, err, out, version_probed
     dcb.apply_dcb(runner, RAILS, {}, True, sysroot=sr)
     assert (["dcb", "-V"] in run.calls) is version_probed
     assert len([c for c in run.calls if c[:2] == ["dcb", "-j"]]) == 4
+
+
+def test_iproute2_61_emulated_batch_defect(tmp_path):
+    """The simulator's 6.1 dcb has the defect too: one batch, then the unanswered objects one by one, no -V."""
+    sr, run = _node(tmp_path, RAILS, "6.1.0")
+    res = dcb.apply_dcb(run, RAILS, {}, True, sysroot=sr)
+    assert res["changed"] and res["dcb_version"] is None
+    assert run.calls[0][:3] == ["dcb", "-j", "-b"]
+    assert run.calls[1:] == [["dcb", "-j", "pfc", "show", "dev", RAILS[0]],
+                             ["dcb", "-j", "app", "show", "dev", RAILS[1]],
+                             ["dcb", "-j", "pfc", "show", "dev", RAILS[1]]]
