@@ -421,28 +421,27 @@ def read_rails(run, rails_objects, need_version):
     """Current DCB state of several rails: one batch process; what it did not answer, one process per object.
 
     ``need_version()`` runs ``dcb -V`` at most once (missing or too old iproute2 fails there); it is not needed when
-    the batch answered its first command (the tool runs and knows the objects) and only iproute2 6.1's batch defect
-    stopped it. Errors of the per-object reads are the precise ones."""
+    the batch answered at least its first command (the tool runs and knows the objects). A rail whose batch answers
+    do not parse is read again object by object, so its errors are the precise ones."""
     lines = _batch_lines(rails_objects)
     texts, usable = run_batch(run, lines)
-    if usable and len(texts) == len(lines):
-        parsed = {}
-        for (obj, dev), text in zip(lines, texts):
-            parsed.setdefault(dev, {})[obj] = text
-        try:
-            return dict((dev, _rail_state(objs)) for dev, objs in parsed.items())
-        except DcbError:
-            texts, usable = [], False
-    if not usable or not texts:
+    if not usable or (lines and not texts):
         need_version()
         texts = []
     known = dict(zip(lines, texts))
     states = {}
     for netdev, with_ets, apptrust in rails_objects:
-        parsed = {}
-        for obj, dev in _read_objects(netdev, with_ets, apptrust):
-            parsed[obj] = known.get((obj, dev))
-            if parsed[obj] is None:
+        objects = _read_objects(netdev, with_ets, apptrust)
+        parsed = dict((obj, known.get((obj, dev))) for obj, dev in objects)
+        if all(parsed.values()):
+            try:
+                states[netdev] = _rail_state(parsed)
+                continue
+            except DcbError:
+                pass
+        reread = all(parsed.values())   # the batch answered every object of this rail, but they did not parse
+        for obj, dev in objects:
+            if reread or parsed[obj] is None:
                 parsed[obj] = _query(run, ["dcb", "-j", obj, "show", "dev", dev])
         states[netdev] = _rail_state(parsed)
     return states

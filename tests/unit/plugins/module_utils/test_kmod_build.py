@@ -205,6 +205,15 @@ def test_podman_env_writes_quirks_and_keeps_storage(tmp_path):
     assert "/elsewhere" in open(env2["CONTAINERS_STORAGE_CONF"]).read()
 
 
+def apt_host(tmp_path, texts):
+    """A host root whose apt sources are ``texts`` (deb822 ``.sources`` or one-line ``.list`` files)."""
+    d = tmp_path / "host" / "etc" / "apt" / "sources.list.d"
+    d.mkdir(parents=True)
+    for i, t in enumerate(texts):
+        (d / ("%d.%s" % (i, "sources" if "Types:" in t else "list"))).write_text(t)
+    return Sysroot(str(tmp_path / "host"))
+
+
 DEB822 = """Types: deb
 URIs: http://mirror.invalid/debian
 Suites: bookworm bookworm-updates
@@ -230,15 +239,12 @@ Components: main
     (["deb-src http://one.invalid/debian bookworm main\n"], "bookworm", None),
 ])
 def test_host_mirror(tmp_path, texts, suite, expected):
-    d = tmp_path / "etc" / "apt" / "sources.list.d"
-    d.mkdir(parents=True)
-    for i, t in enumerate(texts):
-        (d / ("%d.%s" % (i, "sources" if "Types:" in t else "list"))).write_text(t)
+    host = apt_host(tmp_path, texts)
     if expected is None:
         with pytest.raises(kb.KmodBuildError):
-            kb.host_mirror(Sysroot(str(tmp_path)), suite)
+            kb.host_mirror(host, suite)
     else:
-        assert kb.host_mirror(Sysroot(str(tmp_path)), suite) == expected
+        assert kb.host_mirror(host, suite) == expected
 
 
 def test_debootstrap_argv():
@@ -278,11 +284,7 @@ Components: main
      ["deb http://one.invalid/debian bookworm main"]),
 ])
 def test_builder_sources(tmp_path, texts, mirror, expected):
-    d = tmp_path / "etc" / "apt" / "sources.list.d"
-    d.mkdir(parents=True)
-    for i, t in enumerate(texts):
-        (d / ("%d.%s" % (i, "sources" if "Types:" in t else "list"))).write_text(t)
-    assert kb.builder_sources(Sysroot(str(tmp_path)), "bookworm", mirror) == expected
+    assert kb.builder_sources(apt_host(tmp_path, texts), "bookworm", mirror) == expected
 
 
 @pytest.mark.parametrize("line,ok", [
@@ -336,18 +338,11 @@ TOOLS = {"podman": "/usr/bin/podman", "debootstrap": "/usr/sbin/debootstrap", "c
          "tar": "/bin/tar"}
 
 
-def _apt_host(tmp_path):
-    d = tmp_path / "host" / "etc" / "apt" / "sources.list.d"
-    d.mkdir(parents=True)
-    (d / "debian.sources").write_text(DEB822)
-    return Sysroot(str(tmp_path / "host"))
-
-
 def test_ensure_builder_image_creates_with_security_headers(tmp_path):
     fake = FakeBuilderHost()
     kver = "6.1.0-57-amd64"
     image, created, _secs = kb.ensure_builder_image(fake, TOOLS, kver, {}, str(tmp_path), suite="bookworm",
-                                                    sysroot=_apt_host(tmp_path))
+                                                    sysroot=apt_host(tmp_path, [DEB822]))
     assert (image, created) == ("localhost/gpufabric-kbuild:%s" % kver, True)
     names = [c[0] if not c[0].endswith("chroot") else " ".join(c[2:4]) for c in fake.calls]
     assert names == ["/usr/bin/podman", "/usr/sbin/debootstrap", "/usr/bin/apt-get -q", "/usr/bin/apt-get -q",
@@ -367,7 +362,7 @@ def test_ensure_builder_image_creates_with_security_headers(tmp_path):
 def test_ensure_builder_image_failures(tmp_path, fake, tools, needle):
     with pytest.raises(kb.KmodBuildError) as e:
         kb.ensure_builder_image(fake, tools, "6.1.0-57-amd64", {}, str(tmp_path), suite="bookworm",
-                                sysroot=_apt_host(tmp_path))
+                                sysroot=apt_host(tmp_path, [DEB822]))
     assert needle in str(e.value)
     assert not any(c[1:2] == ["import"] for c in fake.calls)
 
@@ -382,7 +377,7 @@ def test_ensure_builder_image_exists_is_noop(tmp_path):
 def test_ensure_builder_image_explicit_sources(tmp_path):
     fake = FakeBuilderHost()
     src = ["deb [trusted=yes] file:/srv/kernels ./ main"]
-    kb.ensure_builder_image(fake, TOOLS, KVER, {}, str(tmp_path), suite="bookworm", sysroot=_apt_host(tmp_path),
+    kb.ensure_builder_image(fake, TOOLS, KVER, {}, str(tmp_path), suite="bookworm", sysroot=apt_host(tmp_path, [DEB822]),
                             sources=src)
     assert "file:/srv/kernels" in fake.sources and "security" not in fake.sources
     assert fake.calls[1][-1] == "http://mirror.invalid/debian"
