@@ -1,0 +1,91 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters that record concern statuses in the host fact ``gpufabric_concerns`` (see module_utils/concerns.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+
+
+def _task_name(task):
+    if isinstance(task, dict):
+        return task.get("name") or task.get("action")
+    return task or None
+
+
+def _items(result):
+    """Per-object results a failed module returned (rails, devices, bridges), as concern items."""
+    out = []
+    for key in ("results", "rails", "devices", "bridges"):
+        for r in (result or {}).get(key) or []:
+            if not isinstance(r, dict):
+                continue
+            obj = r.get("rail") or r.get("device") or r.get("bdf") or r.get("object") or r.get("name")
+            if obj is None:
+                continue
+            res = r.get("result") or ("failed" if r.get("failed") or r.get("error") else
+                                      "changed" if r.get("changed") else "unchanged")
+            item = {"concern": None, "object": obj, "key": "result", "current": res, "desired": None,
+                    "result": res}
+            if r.get("error"):
+                item["error"] = str(r["error"])
+            out.append(item)
+    return out
+
+
+def concern_error(result, concern, task=None):
+    """The status document of a concern whose task failed: ``error`` with the failure as the reason."""
+    if concern not in model.NAMES:
+        raise AnsibleFilterError("concern_error: unknown concern %r (one of %s)" % (concern, ", ".join(model.NAMES)))
+    result = result if isinstance(result, dict) else {}
+    msg = result.get("msg") or ("unreachable" if result.get("unreachable") else "failed")
+    items = _items(result)
+    for i in items:
+        i["concern"] = concern
+    return model.error(concern, msg, _task_name(task), items)
+
+
+def concern_failed(recorded, role, task=None, result=None):
+    """``recorded`` (gpufabric_concerns) with every concern of ``role`` that the role did not record before it
+    failed set to ``error``: the backstop of playbooks/tasks/concerns.yml."""
+    recorded = dict(recorded or {})
+    names = model.of_role(role)
+    if not names:
+        raise AnsibleFilterError("concern_failed: %r is not a role of the concern list" % role)
+    for n in names:
+        if n not in recorded:
+            recorded[n] = concern_error(result, n, task)
+    return recorded
+
+
+def concern_status(value, reason=None, items=None):
+    """A status document: ``'not_checked' | gpufabric.node.concern_status('no rails')``."""
+    try:
+        return model.status(value, reason, items)
+    except model.ConcernError as e:
+        raise AnsibleFilterError(str(e))
+
+
+def concern_errors(recorded, names=None):
+    """Lines naming the concerns whose status is error (for a play's final assert)."""
+    out = []
+    for n in model.NAMES:
+        c = (recorded or {}).get(n)
+        if c and (names is None or n in names) and c.get("status") == model.ERROR:
+            out.append("%s: %s" % (model.TITLES[n], c.get("reason")))
+    return out
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "concern_error": concern_error,
+            "concern_failed": concern_failed,
+            "concern_status": concern_status,
+            "concern_errors": concern_errors,
+        }

@@ -1,0 +1,239 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one list of concerns and the status model every playbook, report and metric reads.
+
+A concern is one thing the collection manages on a node (the kernel command line, ACS on the GPU<->NIC paths, DCB on
+the rails, ...). Every concern of a node has exactly one status:
+
+- ``ok``: checked, and the node has the desired state;
+- ``drift``: checked, and the node differs (the ``items`` say where);
+- ``error``: the check (or the fix) failed; the ``reason`` says how;
+- ``not_checked``: nothing looked at it (node unreachable, the play stopped before it, nothing to check);
+- ``not_applicable``: it does not apply to this node (no boot loader the collection drives, routing turned off).
+
+Anything but ``ok`` carries a one-line ``reason``. A node is ``ok`` only when every concern is ``ok`` or
+``not_applicable``, no reboot is pending and no warning stands that breaks a data path; otherwise it needs attention,
+with the reasons listed.
+
+``CONCERNS`` is the single list. ``playbooks/tasks/concerns.yml`` imports one role per entry (a unit test holds the
+two in step); the roles record each concern's status in the host fact ``gpufabric_concerns``; ``report``,
+``fleet_report``, ``prom`` and the playbooks read the list from here.
+
+This file is private to the collection: no stable API is promised.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+OK = "ok"
+DRIFT = "drift"
+ERROR = "error"
+NOT_CHECKED = "not_checked"
+NOT_APPLICABLE = "not_applicable"
+STATUSES = (OK, DRIFT, ERROR, NOT_CHECKED, NOT_APPLICABLE)
+# worst first: the order a summary ranks statuses in
+SEVERITY = (ERROR, DRIFT, NOT_CHECKED, NOT_APPLICABLE, OK)
+FACT = "gpufabric_concerns"
+
+# name, title, role, core: core concerns are managed by provision, drift and report on every node; the others only
+# where the play runs them (gds: the gds role's proof; vendor_client: kernel_upgrade.yml and vendor_nfs_client).
+CONCERNS = (
+    dict(name="cmdline", title="Kernel command line", role="iommu", core=True),
+    dict(name="acs", title="PCIe ACS", role="pcie_acs", core=True),
+    dict(name="dcb", title="DCB (trust, DSCP map, PFC)", role="roce_qos", core=True),
+    dict(name="rdma_cm", title="rdma_cm ToS", role="roce_qos", core=True),
+    dict(name="sysctl", title="Rail sysctls", role="rail_network", core=True),
+    dict(name="routing", title="Rail routing", role="rail_network", core=True),
+    dict(name="nccl", title="NCCL defaults", role="nccl", core=True),
+    dict(name="persistence", title="Boot-time persistence", role="persistence", core=True),
+    dict(name="gds", title="GPUDirect Storage", role="gds", core=False),
+    dict(name="vendor_client", title="Vendor NFS client", role="vendor_nfs_client", core=False),
+)
+NAMES = tuple(c["name"] for c in CONCERNS)
+CORE = tuple(c["name"] for c in CONCERNS if c["core"])
+TITLES = dict((c["name"], c["title"]) for c in CONCERNS)
+ITEM_KEYS = ("concern", "object", "key", "current", "desired")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+class ConcernError(ValueError):
+    """A status document that does not follow the model."""
+
+
+def roles():
+    """The roles in the order the playbooks import them (each once)."""
+    out = []
+    for c in CONCERNS:
+        if c["role"] not in out:
+            out.append(c["role"])
+    return out
+
+
+def of_role(role):
+    return [c["name"] for c in CONCERNS if c["role"] == role]
+
+
+def one_line(text, limit=400):
+    """A reason as one readable line: control characters and runs of white space folded, long text cut."""
+    text = " ".join(_CONTROL.sub(" ", str(text)).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def status(value, reason=None, items=None, **extra):
+    """One concern's status document; a reason is required for anything but ok."""
+    if value not in STATUSES:
+        raise ConcernError("status %r is not one of %s" % (value, ", ".join(STATUSES)))
+    if value != OK and not reason:
+        raise ConcernError("status %s needs a reason" % value)
+    doc = {"status": value, "reason": one_line(reason) if reason else None, "items": list(items or [])}
+    doc.update(extra)
+    return doc
+
+
+def from_items(concern, items, check_mode, reason=None):
+    """The status after a module compared the node with the desired state.
+
+    items: the deviations found before anything was applied. In check mode they are drift; in a real run the module
+    corrected them and proved it by read-back (a module that could not fails instead), so the concern is ok and the
+    items say what was corrected.
+    """
+    items = [i for i in items or [] if (i.get("concern") or concern) == concern]
+    if not items:
+        return status(OK, reason, [])
+    if check_mode:
+        return status(DRIFT, reason or _drift_reason(items), items)
+    return status(OK, reason or "corrected %d item(s)" % len(items), items, corrected=True)
+
+
+def _drift_reason(items):
+    keys = []
+    for i in items:
+        k = "%s %s" % (i.get("object"), i.get("key"))
+        if k not in keys:
+            keys.append(k)
+    more = "" if len(keys) <= 3 else " and %d more" % (len(keys) - 3)
+    return "%d item(s) differ from the desired state: %s%s" % (len(items), ", ".join(keys[:3]), more)
+
+
+def error(concern, message, task=None, items=None):
+    """The status of a concern whose check or fix failed; ``items`` may carry the per-object results."""
+    text = message or "failed"
+    if task:
+        text = "%s: %s" % (task, text)
+    return status(ERROR, text, items or [])
+
+
+def normalize(name, doc, host="node"):
+    """Validate a status document from a node; returns a clean copy."""
+    if name not in NAMES:
+        raise ConcernError("%s: unknown concern %r (one of %s)" % (host, name, ", ".join(NAMES)))
+    if not isinstance(doc, dict):
+        raise ConcernError("%s: concern %s must be a mapping with a status, got %r" % (host, name, doc))
+    value = doc.get("status")
+    if value not in STATUSES:
+        raise ConcernError("%s: concern %s has status %r (one of %s)" % (host, name, value, ", ".join(STATUSES)))
+    reason = doc.get("reason")
+    if value != OK and not reason:
+        reason = "no reason given"
+    items = []
+    for i in doc.get("items") or []:
+        if not isinstance(i, dict):
+            raise ConcernError("%s: concern %s: an item must be a mapping, got %r" % (host, name, i))
+        item = dict((k, i.get(k)) for k in ITEM_KEYS)
+        item["concern"] = item["concern"] or name
+        for k in ("result", "error"):
+            if k in i:
+                item[k] = i[k]
+        items.append(item)
+    out = {"status": value, "reason": one_line(reason) if reason else None, "items": items}
+    if doc.get("corrected"):
+        out["corrected"] = True
+    return out
+
+
+def complete(node_concerns, managed=None, unreachable=False, why=None):
+    """Every managed concern of a node with a status: the ones the node reported, the rest not_checked.
+
+    managed: the concern names the play manages (default: the core ones plus any the node reported).
+    """
+    node_concerns = node_concerns or {}
+    if not isinstance(node_concerns, dict):
+        raise ConcernError("concerns must be a mapping of concern name to status")
+    names = list(managed if managed is not None else CORE)
+    for n in node_concerns:
+        if n not in names:
+            names.append(n)
+    out = {}
+    for n in NAMES:
+        if n not in names:
+            continue
+        if unreachable:
+            out[n] = status(NOT_CHECKED, why or "the node was unreachable")
+        elif n in node_concerns and node_concerns[n] is not None:
+            out[n] = normalize(n, node_concerns[n])
+        else:
+            out[n] = status(NOT_CHECKED, why or "no result: the play did not reach this concern on the node")
+    unknown = [n for n in names if n not in NAMES]
+    if unknown:
+        raise ConcernError("unknown concern(s) %s (one of %s)" % (", ".join(unknown), ", ".join(NAMES)))
+    return out
+
+
+def data_path_warnings(facts, gds_wanted=False):
+    """Warnings that break a data path, from the gpufabric facts: a translated IOMMU, a cross-NUMA GPU/NIC pair,
+    nvidia-fs missing where GDS is wanted."""
+    facts = facts or {}
+    out = []
+    mode = (facts.get("iommu") or {}).get("mode")
+    if mode in ("translated", "mixed"):
+        out.append("IOMMU is %s: GPUDirect Storage fails with EIO and peer-to-peer DMA goes through the IOMMU"
+                   % mode)
+    for p in facts.get("pairing") or []:
+        if p.get("cross_numa"):
+            out.append("GPU %s and its NIC %s are on different NUMA nodes (SYS): RDMA crosses the CPU interconnect"
+                       % (p.get("gpu"), p.get("netdev") or p.get("ibdev") or p.get("nic")))
+    nvfs = facts.get("nvidia_fs")
+    if gds_wanted and nvfs is not None and not nvfs.get("loaded"):
+        out.append("nvidia-fs is not loaded although GPUDirect Storage is wanted")
+    return out
+
+
+def node_verdict(concerns, reboot_required=False, warnings=(), unreachable=False):
+    """{"status": ok|attention|unreachable, "reasons": [...]} for one node from its completed concerns."""
+    reasons = []
+    if unreachable:
+        reasons.append("unreachable: no concern was checked")
+    for n in NAMES:
+        c = concerns.get(n)
+        if c is None or c["status"] in (OK, NOT_APPLICABLE):
+            continue
+        if unreachable:
+            continue
+        reasons.append("%s: %s (%s)" % (TITLES[n], c["status"], c.get("reason") or "no reason given"))
+    if reboot_required:
+        reasons.append("reboot pending: the boot loader has kernel arguments the running kernel lacks")
+    reasons.extend(warnings or [])
+    if unreachable:
+        value = "unreachable"
+    else:
+        value = "attention" if reasons else OK
+    return {"status": value, "reasons": reasons}
+
+
+def counts(concerns):
+    out = dict((s, 0) for s in STATUSES)
+    for c in concerns.values():
+        out[c["status"]] += 1
+    return out
+
+
+def worst(concerns):
+    present = set(c["status"] for c in concerns.values())
+    for s in SEVERITY:
+        if s in present:
+            return s
+    return OK
