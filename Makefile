@@ -13,9 +13,16 @@ export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_FORCE_COLOR ?= 0
 SANITY_VENV := $(CURDIR)/.venv-sanity
 
-.PHONY: venv link unit integration sanity lint molecule vm collection demo test clean
+.PHONY: sysdeps-demo sysdeps-test venv link unit integration sanity lint molecule vm collection demo test clean
 
-$(VENV)/.stamp: requirements.txt
+# System packages (Debian/Ubuntu, as root: installed when missing; elsewhere: told exactly what to install).
+sysdeps-demo:
+	@tests/lab/sysdeps.sh tests/lab/apt-demo.txt
+
+sysdeps-test:
+	@tests/lab/sysdeps.sh tests/lab/apt-demo.txt tests/lab/apt-packages.txt
+
+$(VENV)/.stamp: requirements.txt | sysdeps-demo
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements.txt
@@ -68,7 +75,7 @@ molecule: venv link
 	$(BIN)/molecule test -s sim
 
 # README command 1: build a simulated HGX H200 node (and a cross-NUMA PCIe server), provision it, show the proof.
-demo: venv link
+demo: sysdeps-demo venv link
 	-$(BIN)/python -m gpufabric_sim destroy --fleet $(SIM) >/dev/null 2>&1
 	$(BIN)/python -m gpufabric_sim create --fleet $(SIM) --node sim1=hgx-h200 --node sim2=pcie-4gpu-crossnuma
 	$(BIN)/ansible-playbook -i $(SIM)/inventory.yml playbooks/provision.yml
@@ -76,7 +83,7 @@ demo: venv link
 	@echo "Fleet left running in $(SIM); 'make clean' removes it."
 
 # README command 2: every test tier that runs on a machine without GPUs.
-test: unit collection sanity lint molecule vm integration
+test: sysdeps-test unit collection sanity lint molecule vm integration
 
 clean:
 	-$(BIN)/python -m gpufabric_sim destroy --fleet $(SIM) 2>/dev/null

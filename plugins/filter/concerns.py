@@ -71,6 +71,29 @@ def concern_status(value, reason=None, items=None):
         raise AnsibleFilterError(str(e))
 
 
+def concern_open(recorded, reboot_required=False):
+    """Lines for what is not as desired: every recorded concern that is not ok or not_applicable, in list order, and
+    a pending reboot."""
+    out = []
+    for n in model.NAMES:
+        c = (recorded or {}).get(n)
+        if c and c.get("status") not in (model.OK, model.NOT_APPLICABLE):
+            out.append("%s: %s (%s)" % (model.TITLES[n], c.get("status"), c.get("reason")))
+    if reboot_required:
+        out.append("Reboot pending: the boot loader carries kernel arguments the running kernel lacks; set "
+                   "iommu_reboot_ok=true / pcie_acs_reboot_ok=true to let the play reboot the node, or reboot it "
+                   "in the next maintenance window")
+    return out
+
+
+def concern_merge(docs, name):
+    """One status for ``name`` from several modules' status documents (the worst wins; see concerns.merge)."""
+    try:
+        return model.merge(name, list(docs or []))
+    except model.ConcernError as e:
+        raise AnsibleFilterError(str(e))
+
+
 def concern_errors(recorded, names=None):
     """Lines naming the concerns whose status is error (for a play's final assert)."""
     out = []
@@ -88,4 +111,6 @@ class FilterModule(object):
             "concern_failed": concern_failed,
             "concern_status": concern_status,
             "concern_errors": concern_errors,
+            "concern_merge": concern_merge,
+            "concern_open": concern_open,
         }

@@ -127,6 +127,37 @@ def error(concern, message, task=None, items=None):
     return status(ERROR, text, items or [])
 
 
+_MERGE_ORDER = (ERROR, DRIFT, NOT_CHECKED, OK, NOT_APPLICABLE)
+
+
+def merge(name, docs):
+    """One concern's status from the results of several modules (pcie_acs: the runtime ACS state and the kernel
+    argument that keeps it across reboots). The worst status wins (error, drift, not_checked, ok); the concern is
+    not_applicable only when every part is. Items of all parts are kept, filed under ``name``."""
+    docs = [d for d in docs if d]
+    if not docs:
+        return status(NOT_CHECKED, "no result")
+    present = [d.get("status") for d in docs]
+    for s in present:
+        if s not in STATUSES:
+            raise ConcernError("%s: status %r is not one of %s" % (name, s, ", ".join(STATUSES)))
+    value = [s for s in _MERGE_ORDER if s in present][0]
+    reasons = []
+    for d in docs:
+        if d.get("status") == value and d.get("reason") and d["reason"] not in reasons:
+            reasons.append(d["reason"])
+    items = []
+    for d in docs:
+        for i in d.get("items") or []:
+            i = dict(i)
+            i["concern"] = name
+            items.append(i)
+    extra = {}
+    if value == OK and any(d.get("corrected") for d in docs):
+        extra["corrected"] = True
+    return status(value, "; ".join(reasons) or None, items, **extra)
+
+
 def normalize(name, doc, host="node"):
     """Validate a status document from a node; returns a clean copy."""
     if name not in NAMES:
