@@ -71,13 +71,17 @@ def concern_status(value, reason=None, items=None):
         raise AnsibleFilterError(str(e))
 
 
-def concern_open(recorded, reboot_required=False):
+def concern_open(recorded, reboot_required=False, names=None):
     """Lines for what is not as desired: every recorded concern that is not ok or not_applicable, in list order, and
-    a pending reboot."""
+    a pending reboot. With ``names``, only those concerns, and one that was not recorded at all is not_checked."""
     out = []
     for n in model.NAMES:
+        if names is not None and n not in names:
+            continue
         c = (recorded or {}).get(n)
-        if c and c.get("status") not in (model.OK, model.NOT_APPLICABLE):
+        if c is None and names is not None:
+            out.append("%s: not_checked (no status was recorded)" % model.TITLES[n])
+        elif c and c.get("status") not in (model.OK, model.NOT_APPLICABLE):
             out.append("%s: %s (%s)" % (model.TITLES[n], c.get("status"), c.get("reason")))
     if reboot_required:
         out.append("Reboot pending: the boot loader carries kernel arguments the running kernel lacks; set "
@@ -104,6 +108,20 @@ def concern_errors(recorded, names=None):
     return out
 
 
+def concerns_of_role(role):
+    """The concern names a role of the list records."""
+    names = model.of_role(role)
+    if not names:
+        raise AnsibleFilterError("concerns_of_role: %r is not a role of the concern list" % role)
+    return names
+
+
+def concern_title(name):
+    if name not in model.TITLES:
+        raise AnsibleFilterError("concern_title: unknown concern %r" % name)
+    return model.TITLES[name]
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -113,4 +131,6 @@ class FilterModule(object):
             "concern_errors": concern_errors,
             "concern_merge": concern_merge,
             "concern_open": concern_open,
+            "concern_title": concern_title,
+            "concerns_of_role": concerns_of_role,
         }
