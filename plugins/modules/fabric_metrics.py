@@ -87,8 +87,8 @@ options:
     type: dict
   concerns:
     description:
-      - The status of every concern of this node, the host fact C(gpufabric_concerns) (C({<concern>: {status,
-        reason, items}})). Names and statuses are validated; an error names the concern.
+      - "The status of every concern of this node, the host fact C(gpufabric_concerns) (C({<concern>: {status,
+        reason, items}})). Names and statuses are validated; an error names the concern."
       - Left out, every managed concern is C(not_checked) and C(gpufabric_node_ok) is 0.
     type: dict
   managed_concerns:

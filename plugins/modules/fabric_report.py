@@ -12,9 +12,9 @@ DOCUMENTATION = r"""
 module: fabric_report
 short_description: Write the fleet drift report (JSON and Markdown) from every node's concern statuses
 description:
-  - Builds one fleet report from the status of every concern of every node (C(gpufabric_concerns):
-    C(ok), C(drift), C(error), C(not_checked), C(not_applicable), each with a one-line reason and its items) and
-    writes it as JSON (schema C(gpufabric.drift/v2)) and Markdown.
+  - Builds one fleet report from the status of every concern of every node (C(gpufabric_concerns) - C(ok),
+    C(drift), C(error), C(not_checked), C(not_applicable), each with a one-line reason and its items) and writes it
+    as JSON (schema C(gpufabric.drift/v2)) and Markdown.
   - Every managed concern a node did not report is C(not_checked); an unreachable node has every concern
     C(not_checked). Only C(ok) reads as "as desired".
   - A node's verdict is C(ok) only when every concern is C(ok) or C(not_applicable), no reboot is pending and no
@@ -31,11 +31,11 @@ options:
   nodes:
     description:
       - Mapping of inventory host name to its data; every key is optional.
-      - C(concerns) (dict) - the host fact C(gpufabric_concerns), C({<concern>: {status, reason, items[,
-        corrected]}}). Concern names and statuses are validated; an error names the host and the concern.
+      - "C(concerns) (dict) - the host fact C(gpufabric_concerns), C({<concern>: {status, reason, items[,
+        corrected]}}). Concern names and statuses are validated; an error names the host and the concern."
       - C(facts) (dict) - C(ansible_facts.gpufabric); the data-path warnings of the verdict come from it.
-      - C(reboot_required) (bool), C(gds_wanted) (bool), C(errors) (list of str, play-level failures),
-        C(warnings) (list of str), C(unreachable) (bool; an unreachable node may pass only C({unreachable: true})).
+      - "C(reboot_required) (bool), C(gds_wanted) (bool), C(errors) (list of str, play-level failures),
+        C(warnings) (list of str), C(unreachable) (bool; an unreachable node may pass only C({unreachable: true}))."
       - C(drift) (list of drift items) - old callers only, used when C(concerns) is missing - the concerns with items
         are C(drift) (with I(fixed), C(ok) and corrected) and every other managed concern C(not_checked).
     type: dict
@@ -141,11 +141,11 @@ summary:
            "attention": ["sim1"]}
 report:
   description:
-    - The whole report (schema C(gpufabric.drift/v2)). C(nodes.<host>) holds C(concerns) (C({<concern>: {status,
+    - "The whole report (schema C(gpufabric.drift/v2)). C(nodes.<host>) holds C(concerns) (C({<concern>: {status,
       reason, items[, corrected]}}) for every managed concern), C(verdict) (C({status, reasons}), status C(ok),
       C(attention) or C(unreachable)), C(counts) (per status), C(drifted), C(items) and C(by_concern) (the
       deviations, derived from the concerns), C(reboot_required), C(unreachable), C(errors) and C(source)
-      (C(concerns), C(drift) for an old caller's list, C(none)).
+      (C(concerns), C(drift) for an old caller's list, C(none))."
   returned: always
   type: dict
 files:

@@ -41,12 +41,12 @@ options:
   nodes:
     description:
       - Inventory host name to its data; every key is optional.
-      - C(concerns) (dict) - the host fact C(gpufabric_concerns), C({<concern>: {status, reason, items[,
-        corrected]}}). Concern names and statuses are validated; an error names the host and the concern.
+      - "C(concerns) (dict) - the host fact C(gpufabric_concerns), C({<concern>: {status, reason, items[,
+        corrected]}}). Concern names and statuses are validated; an error names the host and the concern."
       - C(facts) (dict) - the C(gpufabric) facts of M(gpufabric.node.gpufabric_facts); the map, the pairs and the
         data-path warnings of the verdict come from them.
-      - C(reboot_required) (bool), C(gds_wanted) (bool), C(errors) (list of str, play-level failures), C(warnings)
-        (list of str, shown), C(unreachable) (bool; an unreachable node may pass only C({unreachable: true})).
+      - "C(reboot_required) (bool), C(gds_wanted) (bool), C(errors) (list of str, play-level failures), C(warnings)
+        (list of str, shown), C(unreachable) (bool; an unreachable node may pass only C({unreachable: true}))."
       - C(gds) (C({ok, reasons})) - the GDS verdict, shown with its reasons; it stands for the C(gds) concern when
         C(concerns) has none (C(ok), or C(drift) when the proof failed).
       - C(drift) (list of drift items) - old callers only, used when C(concerns) is missing - the concerns with items
@@ -139,11 +139,11 @@ files:
   elements: str
 report:
   description:
-    - The report (schema C(gpufabric.fleet/v2)). C(nodes.<host>) holds C(concerns) (C({<concern>: {status, reason,
+    - "The report (schema C(gpufabric.fleet/v2)). C(nodes.<host>) holds C(concerns) (C({<concern>: {status, reason,
       items[, corrected]}}) for every managed concern), C(verdict) (C({status, reasons}), status C(ok),
       C(attention) or C(unreachable)), C(status) (the verdict's), C(counts), C(drift) and C(by_concern) (the
       deviations, derived from the concerns), C(blocking) (the warnings that keep it from ok) and the facts the page
-      shows.
+      shows."
   returned: always
   type: dict
 """
