@@ -111,7 +111,8 @@ def _cell(value):
 
 
 def node_state(n, fixed=False):
-    """One word for a node's concerns, worst first (the verdict says more)."""
+    """One word for a node's concerns, worst first; "ok" only when the verdict is ok too (a node whose concerns are
+    fine but that needs a reboot or has a data-path warning is ATTENTION; the verdict column says why)."""
     if n["unreachable"]:
         return "UNREACHABLE"
     c = n["counts"]
@@ -123,7 +124,7 @@ def node_state(n, fixed=False):
         return "NOT CHECKED"
     if n["corrected"]:
         return "FIXED" if fixed else "CORRECTED"
-    return "ok"
+    return "ok" if n["verdict"]["status"] == cm.OK else "ATTENTION"
 
 
 def verdict_text(verdict):

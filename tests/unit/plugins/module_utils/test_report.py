@@ -121,6 +121,20 @@ def test_as_desired_only_for_ok():
     assert md.count("as desired") == 4
 
 
+@pytest.mark.parametrize("data,state", [
+    (node(), "ok"),
+    (node(reboot_required=True), "ATTENTION"),
+    (node(facts={"iommu": {"mode": "translated"}}), "ATTENTION"),
+    (node(routing=cm.status("not_applicable", "off")), "ok"),
+    (node(acs=cm.status("not_checked", "play stopped")), "NOT CHECKED"),
+    (node(FIVE[:1], check_mode=False, reboot_required=True), "CORRECTED"),
+])
+def test_node_state_says_ok_only_for_an_ok_verdict(data, state):
+    r = rpt.build({"a": data})
+    assert rpt.node_state(r["nodes"]["a"]) == state
+    assert ("| a | %s |" % state) in rpt.to_markdown(r)
+
+
 def test_unreachable_markdown_says_nothing_is_fine():
     md = rpt.to_markdown(rpt.build({"gone": {"unreachable": True}}))
     assert "| gone | UNREACHABLE | 0 | - | unreachable |" in md
