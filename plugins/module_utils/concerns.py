@@ -268,3 +268,163 @@ def worst(concerns):
         if s in present:
             return s
     return OK
+
+
+# ------------------------------------------------------------------------------------------------
+# The one assessment of a node that the reports (report, fleet_report) and the metrics (prom) show.
+
+FABRIC_MANAGER_WARNING = ("NVSwitches are present but nvidia-fabricmanager is not running: CUDA fails with error 802 "
+                          "and NVLink carries no traffic")
+LEGACY_REASON = "not reported: an old caller passed only a drift list, which does not say it was checked"
+
+
+def managed_names(names=None, what="managed concerns"):
+    """The concern names a play manages, validated, in the order of ``CONCERNS`` (default: ``CORE``)."""
+    if names is None:
+        return CORE
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise ConcernError("%s must be a list of concern names, got %r" % (what, names))
+    unknown = [n for n in names if n not in NAMES]
+    if unknown:
+        raise ConcernError("%s: unknown concern(s) %s (one of %s)"
+                           % (what, ", ".join(repr(n) for n in unknown), ", ".join(NAMES)))
+    return tuple(n for n in NAMES if n in names)
+
+
+def node_warnings(facts, gds_wanted=False):
+    """The warnings that stop a node from being ok: ``data_path_warnings`` and NVSwitches without a running
+    nvidia-fabricmanager (no CUDA, no NVLink)."""
+    out = data_path_warnings(facts, gds_wanted)
+    fm = (facts or {}).get("fabric_manager") or {}
+    if fm.get("needed") and not fm.get("running"):
+        out.append(FABRIC_MANAGER_WARNING)
+    return out
+
+
+def from_drift(drift, fixed=False, host="node"):
+    """Statuses from an old caller's flat ``drift`` list: every concern with items is drift (in a fix run: ok,
+    corrected); the list says nothing about the others, which ``complete`` then marks not_checked."""
+    if not isinstance(drift, list):
+        raise ConcernError("%s: drift must be a list of items, got %r" % (host, drift))
+    by = {}
+    for i in drift:
+        if not isinstance(i, dict):
+            raise ConcernError("node %s: a drift item must be a mapping, got %r" % (host, i))
+        missing = [k for k in ("concern", "object", "key") if k not in i]
+        if missing:
+            raise ConcernError("node %s: drift item %r lacks %s" % (host, i, ", ".join(missing)))
+        if i["concern"] not in NAMES:
+            raise ConcernError("node %s: drift item of unknown concern %r (one of %s)"
+                               % (host, i["concern"], ", ".join(NAMES)))
+        item = dict((k, i.get(k)) for k in ITEM_KEYS)
+        if item not in by.setdefault(i["concern"], []):
+            by[i["concern"]].append(item)
+    out = {}
+    for name, items in by.items():
+        items.sort(key=lambda x: (str(x["object"]), str(x["key"])))
+        if fixed:
+            out[name] = status(OK, "corrected %d item(s)" % len(items), items, corrected=True)
+        else:
+            out[name] = status(DRIFT, _drift_reason(items), items)
+    return out
+
+
+def _gds_concern(gds):
+    """The gds concern from an old caller's GDS verdict ``{ok, reasons}``."""
+    reasons = [one_line(r) for r in gds.get("reasons") or []]
+    if gds.get("ok"):
+        return status(OK)
+    return status(DRIFT, "the GDS proof failed" + (": " + "; ".join(reasons) if reasons else ""))
+
+
+def _flag(data, key, host):
+    v = data.get(key)
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise ConcernError("node %s: %s must be true or false, got %r" % (host, key, v))
+    return v
+
+
+def _strings(data, key, host):
+    v = data.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ConcernError("node %s: %s must be a list of strings, got %r" % (host, key, v))
+    return [one_line(x) for x in v]
+
+
+def assess(data, managed=None, host="node", fixed=False):
+    """Everything the reports and the metrics say about one node, computed once.
+
+    data: what the playbooks hand the reports for the node: ``{"concerns": gpufabric_concerns, "facts":
+    ansible_facts.gpufabric, "warnings": [str], "reboot_required": bool, "gds_wanted": bool, "errors": [str],
+    "unreachable": bool}``; every key may be missing. Old callers' ``drift`` (a flat item list) is used only without
+    ``concerns`` (``from_drift``), and a GDS verdict ``gds: {ok, reasons}`` stands for the gds concern when the node
+    reported none.
+    managed: the concern names the play manages (default ``CORE``); concerns a node reports beyond them are included.
+    Returns ``{"concerns": every concern with its status (``complete``), "verdict": ``node_verdict`` (play-level
+    errors are reasons too), "blocking": the warnings that keep the node from ok (``node_warnings``), "source":
+    "concerns" | "drift" | "none", "errors", "warnings", "reboot_required", "gds_wanted", "unreachable"}``.
+    Raises ConcernError naming the host (and the concern) for input that does not follow the model.
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConcernError("node %s: its data must be a mapping, got %r" % (host, data))
+    managed = managed_names(managed)
+    unreachable = _flag(data, "unreachable", host)
+    errors = _strings(data, "errors", host)
+    facts = data.get("facts")
+    facts = {} if facts is None else facts
+    if not isinstance(facts, dict):
+        raise ConcernError("node %s: facts must be the gpufabric facts mapping, got %r" % (host, type(facts).__name__))
+    raw = data.get("concerns")
+    if raw is not None:
+        if not isinstance(raw, dict):
+            raise ConcernError("node %s: concerns must be a mapping of concern name to status (gpufabric_concerns), "
+                               "got %r" % (host, raw))
+        reported = dict((n, normalize(n, doc, host)) for n, doc in raw.items() if doc is not None)
+        source, why = "concerns", None
+    elif data.get("drift") is not None:
+        reported, source, why = from_drift(data["drift"], fixed, host), "drift", LEGACY_REASON
+    else:
+        reported, source, why = {}, "none", None
+    gds = data.get("gds")
+    if gds is not None:
+        if not isinstance(gds, dict) or "ok" not in gds:
+            raise ConcernError("node %s: gds must be {ok: bool, reasons: [str]}, got %r" % (host, gds))
+        if "gds" not in reported:
+            reported["gds"] = _gds_concern(gds)
+    if unreachable:
+        done = complete(reported, managed, unreachable=True)
+    elif why:
+        done = complete(reported, managed, why=why)
+    else:
+        done = complete(reported, managed)
+    gds_wanted = _flag(data, "gds_wanted", host)
+    reboot = _flag(data, "reboot_required", host)
+    blocking = [] if unreachable else node_warnings(facts, gds_wanted)
+    verdict = node_verdict(done, reboot_required=reboot and not unreachable,
+                           warnings=blocking + ["play error: %s" % e for e in errors], unreachable=unreachable)
+    return {"concerns": done, "verdict": verdict, "blocking": blocking, "source": source, "errors": errors,
+            "warnings": _strings(data, "warnings", host), "reboot_required": reboot, "gds_wanted": gds_wanted,
+            "unreachable": unreachable}
+
+
+LABELS = {OK: "ok", DRIFT: "drift", ERROR: "error", NOT_CHECKED: "not checked", NOT_APPLICABLE: "not applicable"}
+
+
+def describe(doc, fixed=False):
+    """(label, detail) of one concern for people. "as desired" is said of ok alone; in a fix run an ok concern whose
+    items were corrected is "fixed" and a concern still drifting is "not fixed"."""
+    value = doc["status"]
+    n = len(doc.get("items") or [])
+    if value == OK:
+        if doc.get("corrected"):
+            return ("fixed" if fixed else "corrected"), "corrected %d item(s)" % n
+        return "ok", "as desired"
+    if value == DRIFT and fixed:
+        return "not fixed", doc.get("reason") or "still differs after the fix run"
+    return LABELS[value], doc.get("reason") or "no reason given"

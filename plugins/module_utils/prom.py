@@ -27,7 +27,15 @@ Public API:
          "dcb": {netdev: dcb.read_rail(...) result, or {"error": str}},
          "rdma_cm": [{"device", "port", "rail", "tos"}]   (tos None: not readable, no sample),
          "nvfs": nvfs.counters(...) dict or None (nvidia-fs stats not readable),
-         "gds": {"gds_active": bool, "compat_fallback_suspected": bool} or None}
+         "gds": {"gds_active": bool, "compat_fallback_suspected": bool} or None,
+         "node": {"concerns": gpufabric_concerns or None, "managed": [concern names] or None (the core ones),
+                  "reboot_required": bool, "gds_wanted": bool} or None}
+
+    With ``node`` (``fabric_metrics`` always passes it) the node's assessment - ``concerns.assess``, the code the
+    reports use - becomes ``gpufabric_concern_status{concern,status}`` (1 for the current status of every managed
+    concern, 0 for the other four; a concern the node did not report is not_checked, never ok) and
+    ``gpufabric_node_ok`` (the node verdict; the data-path warnings come from ``facts``, a GDS verdict from ``gds``).
+    ``ConcernError`` for a status document that does not follow the model.
 
 This file is private to the collection: no stable API is promised.
 """
@@ -38,6 +46,8 @@ __metaclass__ = type
 
 import math
 import re
+
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
 
 PREFIX = "gpufabric_"
 TYPES = ("gauge", "counter", "untyped")
@@ -81,6 +91,11 @@ METRICS = {
     "gpu_driver_info": ("gauge", "NVIDIA kernel module flavour (open, proprietary, none) and version."),
     "fabric_manager_needed": ("gauge", "1 when NVSwitches are present (nvidia-fabricmanager is needed)."),
     "fabric_manager_running": ("gauge", "1 when nvidia-fabricmanager is running."),
+    "concern_status": ("gauge", "1 for the current status of a managed concern (ok, drift, error, not_checked, "
+                                "not_applicable), 0 for the other four; a concern without a reported status is "
+                                "not_checked."),
+    "node_ok": ("gauge", "1 when the node verdict is ok: every concern ok or not applicable, no reboot pending and no "
+                         "warning that breaks a data path."),
 }
 
 # nvfs.counters() key -> metric
@@ -239,9 +254,36 @@ def _facts(fams, facts):
             fams.add("nvfs_rw_stats_enabled", int(nv["rw_stats_enabled"]))
 
 
-def families_from_evidence(evidence):
+def assess(evidence, host="this node"):
+    """The node's assessment (``concerns.assess``) from the evidence; None without ``node``."""
+    node = evidence.get("node")
+    if node is None:
+        return None
+    data = dict((k, node.get(k)) for k in ("concerns", "reboot_required", "gds_wanted"))
+    data["facts"] = evidence.get("facts") or {}
+    gds = evidence.get("gds")
+    if gds:
+        data["gds"] = {"ok": bool(gds.get("gds_active")), "reasons": []}
+    return cm.assess(data, node.get("managed"), host)
+
+
+def _node(fams, a):
+    for name in cm.NAMES:
+        doc = a["concerns"].get(name)
+        if doc is None:
+            continue
+        for value in cm.STATUSES:
+            fams.add("concern_status", doc["status"] == value, concern=name, status=value)
+    fams.add("node_ok", a["verdict"]["status"] == cm.OK)
+
+
+def families_from_evidence(evidence, assessment=None):
+    """The metric families; ``assessment``: ``assess(evidence)`` when the caller made it already."""
     fams = _Families()
     facts = evidence.get("facts") or {}
+    a = assessment if assessment is not None else assess(evidence)
+    if a is not None:
+        _node(fams, a)
     _acs(fams, facts)
     _dcb(fams, evidence.get("dcb"))
     for t in evidence.get("rdma_cm") or []:

@@ -1,11 +1,17 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Fleet drift report: aggregate the ``drift`` lists the modules return into JSON and Markdown.
+"""Fleet drift report: every node's concern statuses (``gpufabric_concerns``) as JSON and Markdown.
 
-Every state-managing module returns ``drift``: a list of
-``{"concern", "object", "key", "current", "desired"}`` found before it applied anything. drift.yml collects
-those per node and hands them here. Pure functions; the ``fabric_report`` module only writes the files.
+drift.yml hands each node's data here (``concerns.assess`` says what it holds); the status of every concern and the
+node verdict come from ``concerns`` (the same code the fleet report and the metrics use), so the three never
+disagree. Old callers that pass only a flat ``drift`` list get drift for the concerns with items and not_checked for
+the rest. Pure functions; the ``fabric_report`` module only writes the files.
+
+Schema ``gpufabric.drift/v2``: ``nodes.<host>`` = ``{"concerns": {<concern>: {status, reason, items[, corrected]}},
+"verdict": {status, reasons}, "counts": {<status>: n}, "drifted": bool, "items": [every deviation found],
+"by_concern": {<concern>: n}, "reboot_required", "unreachable", "errors", "source"}``; ``summary`` =
+``{nodes, drifted_nodes, drift_items, corrected_items, reboot_required, statuses, attention}``.
 
 This file is private to the collection: no stable API is promised.
 """
@@ -17,67 +23,80 @@ __metaclass__ = type
 import json
 import os
 
-DRIFT_KEYS = ("concern", "object", "key", "current", "desired")
-SCHEMA = "gpufabric.drift/v1"
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+
+DRIFT_KEYS = cm.ITEM_KEYS
+SCHEMA = "gpufabric.drift/v2"
+# a node with a concern in one of these is "drifted": drift.yml exits non-zero on it
+DRIFTED = (cm.DRIFT, cm.ERROR, cm.NOT_CHECKED)
 
 
 class ReportError(ValueError):
     """Input the report cannot be built from."""
 
 
-def normalize_item(item, node):
-    if not isinstance(item, dict):
-        raise ReportError("node %s: a drift item must be a mapping, got %r" % (node, item))
-    missing = [k for k in ("concern", "object", "key") if k not in item]
-    if missing:
-        raise ReportError("node %s: drift item %r lacks %s" % (node, item, ", ".join(missing)))
-    return dict((k, item.get(k)) for k in DRIFT_KEYS)
+def deviations(concerns):
+    """The items of the concerns that differ (drift) or were corrected, one list sorted by concern, object, key."""
+    out = []
+    for name in cm.NAMES:
+        c = concerns.get(name)
+        if c is None or not (c["status"] == cm.DRIFT or c.get("corrected")):
+            continue
+        items = sorted((dict((k, i.get(k)) for k in DRIFT_KEYS) for i in c["items"]),
+                       key=lambda i: (str(i["object"]), str(i["key"])))
+        for i in items:
+            if i not in out:
+                out.append(i)
+    return out
 
 
-def _sort_key(item):
-    return (str(item["concern"]), str(item["object"]), str(item["key"]))
+def node_entry(a):
+    """The report's view of one node from ``concerns.assess``."""
+    concerns = a["concerns"]
+    items = deviations(concerns)
+    by = {}
+    for i in items:
+        by[i["concern"]] = by.get(i["concern"], 0) + 1
+    counts = cm.counts(concerns)
+    drifted = a["unreachable"] or bool(a["errors"]) or any(counts[s] for s in DRIFTED)
+    return {
+        "concerns": concerns,
+        "verdict": a["verdict"],
+        "counts": counts,
+        "drifted": drifted,
+        "items": items,
+        "corrected": sum(len(c["items"]) for c in concerns.values() if c.get("corrected")),
+        "by_concern": by,
+        "reboot_required": a["reboot_required"],
+        "unreachable": a["unreachable"],
+        "errors": a["errors"],
+        "source": a["source"],
+    }
 
 
-def build(nodes):
-    """nodes: {host: {"drift": [...], "reboot_required": bool, "errors": [str], "unreachable": bool}}."""
+def build(nodes, managed=None, fixed=False):
+    """nodes: {host: node data (see ``concerns.assess``)}; managed: the concern names the play manages (default the
+    core ones); fixed: the data come from a fix run."""
     if not isinstance(nodes, dict):
         raise ReportError("nodes must be a mapping of host name to results")
-    out = {}
-    drifted = []
-    total = 0
-    for host in sorted(nodes):
-        data = nodes[host] or {}
-        if not isinstance(data, dict):
-            raise ReportError("node %s: results must be a mapping" % host)
-        items = sorted((normalize_item(i, host) for i in (data.get("drift") or [])), key=_sort_key)
-        # the same deviation reported twice (two tasks looking at one setting) counts once
-        unique = []
-        for i in items:
-            if i not in unique:
-                unique.append(i)
-        errors = [str(e) for e in (data.get("errors") or [])]
-        concerns = {}
-        for i in unique:
-            concerns.setdefault(i["concern"], []).append(i)
-        node = {
-            "drifted": bool(unique),
-            "items": unique,
-            "by_concern": dict((c, len(v)) for c, v in sorted(concerns.items())),
-            "reboot_required": bool(data.get("reboot_required")),
-            "unreachable": bool(data.get("unreachable")),
-            "errors": errors,
-        }
-        out[host] = node
-        total += len(unique)
-        if unique or errors or node["unreachable"]:
-            drifted.append(host)
+    try:
+        managed = cm.managed_names(managed)
+        out = dict((host, node_entry(cm.assess(nodes[host], managed, host, fixed))) for host in nodes)
+    except cm.ConcernError as e:
+        raise ReportError(str(e))
+    statuses = dict((s, sum(n["counts"][s] for n in out.values())) for s in cm.STATUSES)
     return {
         "schema": SCHEMA,
+        "fixed": bool(fixed),
+        "managed": list(managed),
         "summary": {
             "nodes": len(out),
-            "drifted_nodes": drifted,
-            "drift_items": total,
+            "drifted_nodes": sorted(h for h, n in out.items() if n["drifted"]),
+            "drift_items": sum(len(n["items"]) for n in out.values()),
+            "corrected_items": sum(n["corrected"] for n in out.values()),
             "reboot_required": sorted(h for h, n in out.items() if n["reboot_required"]),
+            "statuses": statuses,
+            "attention": sorted(h for h, n in out.items() if n["verdict"]["status"] != cm.OK),
         },
         "nodes": out,
     }
@@ -91,38 +110,85 @@ def _cell(value):
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(report, title="gpufabric drift report", fixed=False):
-    """Markdown text; with ``fixed`` the items are what a fix run corrected."""
+def node_state(n, fixed=False):
+    """One word for a node's concerns, worst first; "ok" only when the verdict is ok too (a node whose concerns are
+    fine but that needs a reboot or has a data-path warning is ATTENTION; the verdict column says why)."""
+    if n["unreachable"]:
+        return "UNREACHABLE"
+    c = n["counts"]
+    if n["errors"] or c[cm.ERROR]:
+        return "ERROR"
+    if c[cm.DRIFT]:
+        return "NOT FIXED" if fixed else "DRIFT"
+    if c[cm.NOT_CHECKED]:
+        return "NOT CHECKED"
+    if n["corrected"]:
+        return "FIXED" if fixed else "CORRECTED"
+    return "ok" if n["verdict"]["status"] == cm.OK else "ATTENTION"
+
+
+def verdict_text(verdict):
+    return {"ok": "ok", "attention": "needs attention", "unreachable": "unreachable"}.get(verdict["status"],
+                                                                                          verdict["status"])
+
+
+def status_counts_text(counts):
+    return ", ".join("%s %d" % (cm.LABELS[s], counts[s]) for s in cm.SEVERITY if counts.get(s))
+
+
+def to_markdown(report, title="gpufabric drift report", fixed=None):
+    """Markdown text; in a fix run (``fixed``, default the report's) corrected items read as fixed and a concern
+    still drifting as not fixed."""
+    fixed = report.get("fixed") if fixed is None else fixed
     s = report["summary"]
     lines = ["# %s" % title, ""]
-    lines.append("%d node(s), %d drifted, %d drift item(s)." % (s["nodes"], len(s["drifted_nodes"]), s["drift_items"]))
+    lines.append("%d node(s): %d need attention, %d with drift, errors or unchecked concerns%s."
+                 % (s["nodes"], len(s["attention"]), len(s["drifted_nodes"]),
+                    (" (%s)" % ", ".join(s["drifted_nodes"])) if s["drifted_nodes"] else ""))
+    lines.append("Concern statuses: %s." % (status_counts_text(s["statuses"]) or "none"))
+    lines.append("%d drift item(s)%s." % (s["drift_items"],
+                                          ", %d fixed" % s["corrected_items"] if fixed and s["corrected_items"]
+                                          else ""))
     if s["reboot_required"]:
         lines.append("Reboot pending (kernel command line) on: %s." % ", ".join(s["reboot_required"]))
     lines.append("")
-    lines.append("| node | state | items | concerns |")
-    lines.append("|---|---|---|---|")
+    lines.append("| node | state | items | concerns | verdict |")
+    lines.append("|---|---|---|---|---|")
     for host, n in sorted(report["nodes"].items()):
-        if n["unreachable"]:
-            state = "UNREACHABLE"
-        elif n["errors"]:
-            state = "ERROR"
-        elif n["drifted"]:
-            state = "FIXED" if fixed else "DRIFT"
-        else:
-            state = "ok"
-        concerns = ", ".join("%s: %d" % kv for kv in sorted(n["by_concern"].items())) or "-"
-        lines.append("| %s | %s | %d | %s |" % (host, state, len(n["items"]), concerns))
+        by = ", ".join("%s: %d" % kv for kv in sorted(n["by_concern"].items())) or "-"
+        lines.append("| %s | %s | %d | %s | %s |" % (host, node_state(n, fixed), len(n["items"]), by,
+                                                     verdict_text(n["verdict"])))
     for host, n in sorted(report["nodes"].items()):
-        if not (n["items"] or n["errors"]):
-            continue
-        lines.extend(["", "## %s" % host, ""])
-        for e in n["errors"]:
-            lines.append("- error: %s" % _cell(e))
+        lines.extend(["", "## %s (%s)" % (host, verdict_text(n["verdict"])), ""])
+        for r in n["verdict"]["reasons"]:
+            lines.append("- %s" % r)
+        if n["verdict"]["reasons"]:
+            lines.append("")
+        lines.append("| concern | status | detail |")
+        lines.append("|---|---|---|")
+        for name in cm.NAMES:
+            c = n["concerns"].get(name)
+            if c is None:
+                continue
+            label, detail = cm.describe(c, fixed)
+            lines.append("| %s | %s | %s |" % (cm.TITLES[name], label.upper() if c["status"] != cm.OK else label,
+                                                _cell(detail)))
         if n["items"]:
-            lines.append("| concern | object | setting | current | desired |")
-            lines.append("|---|---|---|---|---|")
+            lines.extend(["", "| concern | object | setting | current | desired | result |",
+                          "|---|---|---|---|---|---|"])
             for i in n["items"]:
-                lines.append("| %s | %s | %s | %s | %s |" % tuple(_cell(i[k]) for k in DRIFT_KEYS))
+                c = n["concerns"][i["concern"]]
+                result = ("fixed" if fixed else "corrected") if c.get("corrected") else (
+                    "NOT FIXED" if fixed else "drift")
+                lines.append("| %s | %s | %s | %s | %s | %s |" % (tuple(_cell(i[k]) for k in DRIFT_KEYS) + (result,)))
+        for name in cm.NAMES:
+            c = n["concerns"].get(name)
+            if c is None or c["status"] != cm.ERROR or not c["items"]:
+                continue
+            lines.extend(["", "%s failed; per object:" % cm.TITLES[name], ""])
+            for i in c["items"]:
+                lines.append("- %s: %s%s" % (_cell(i.get("object")), _cell(i.get("result") or i.get("current")),
+                                             " (%s)" % _cell(i["error"]) if i.get("error") else ""))
     return "\n".join(lines) + "\n"
 
 

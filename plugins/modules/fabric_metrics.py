@@ -37,7 +37,17 @@ description:
     C(gpufabric_nvfs_reads_total), C(gpufabric_nvfs_read_ok_total), C(gpufabric_nvfs_read_errors_total),
     C(gpufabric_nvfs_read_mib_total) and the same four for writes, C(gpufabric_iommu_identity),
     C(gpufabric_iommu_mode_info{mode}), C(gpufabric_gpu_driver_open), C(gpufabric_gpu_driver_info{flavour,version}),
-    C(gpufabric_fabric_manager_needed), C(gpufabric_fabric_manager_running)."
+    C(gpufabric_fabric_manager_needed), C(gpufabric_fabric_manager_running), C(gpufabric_concern_status{concern,status})
+    and C(gpufabric_node_ok)."
+  - "C(gpufabric_concern_status{concern,status}) has one series per managed concern and status (C(ok), C(drift),
+    C(error), C(not_checked), C(not_applicable)): 1 for the concern's current status, 0 for the other four. The
+    statuses come from I(concerns) (the host fact C(gpufabric_concerns)); a managed concern it does not hold - every
+    one when I(concerns) is left out - is C(not_checked), never C(ok)."
+  - C(gpufabric_node_ok) is the node verdict the reports show (the same computation as M(gpufabric.node.fabric_report)
+    and M(gpufabric.node.fleet_report)) - 1 only when every concern is C(ok) or C(not_applicable), I(reboot_required)
+    is false and no warning stands that breaks a data path (translated IOMMU, cross-NUMA GPU/NIC pair, nvidia-fs not
+    loaded with I(gds_wanted), NVSwitches without a running Fabric Manager; read from the node by this module). A
+    failed GDS proof in I(gds) counts as the C(gds) concern in C(drift) when I(concerns) has no C(gds).
 author:
   - gpufabric developers (@gpufabric)
 requirements:
@@ -75,6 +85,30 @@ options:
       - A check-mode verdict (C(transfer) present but null - no test transfer was made) proves nothing and is left
         out with a warning.
     type: dict
+  concerns:
+    description:
+      - "The status of every concern of this node, the host fact C(gpufabric_concerns) (C({<concern>: {status,
+        reason, items}})). Names and statuses are validated; an error names the concern."
+      - Left out, every managed concern is C(not_checked) and C(gpufabric_node_ok) is 0.
+    type: dict
+  managed_concerns:
+    description:
+      - The concern names the play manages (each gets C(gpufabric_concern_status) series; concerns in I(concerns)
+        beyond these too). Default - the core concerns (C(cmdline), C(acs), C(dcb), C(rdma_cm), C(sysctl),
+        C(routing), C(nccl), C(persistence)).
+    type: list
+    elements: str
+    choices: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence, gds, vendor_client]
+  reboot_required:
+    description:
+      - A reboot is pending (the boot loader has kernel arguments the running kernel lacks, as the C(iommu) and
+        C(pcie_acs) roles export); the node verdict is then not ok.
+    type: bool
+    default: false
+  gds_wanted:
+    description: GPUDirect Storage is wanted on this node; nvidia-fs not loaded then keeps the node verdict from ok.
+    type: bool
+    default: false
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -110,6 +144,12 @@ EXAMPLES = r"""
     gds: "{{ gds_verify_result }}"
   when: gds_verify_result is defined
 
+- name: Export the evidence with the concern statuses and the node verdict
+  gpufabric.node.fabric_metrics:
+    concerns: "{{ gpufabric_concerns | default({}) }}"
+    reboot_required: "{{ iommu_reboot_required | default(false) or pcie_acs_reboot_required | default(false) }}"
+    gds_wanted: "{{ gds_enabled | default(false) | bool }}"
+
 - name: Only two rails, no DCB queries
   gpufabric.node.fabric_metrics:
     rails: [ens1np0, ens2np0]
@@ -143,6 +183,16 @@ rails:
   type: list
   elements: dict
   sample: [{rail: ens1np0, dcb_up: true, error: null}]
+verdict:
+  description: The node verdict written as C(gpufabric_node_ok) (C(status) C(ok) or C(attention), C(reasons)).
+  returned: always
+  type: dict
+  sample: {status: attention, reasons: ["reboot pending: the boot loader has kernel arguments the running kernel lacks"]}
+concerns:
+  description: The status of every managed concern, as written to C(gpufabric_concern_status).
+  returned: always
+  type: dict
+  sample: {cmdline: {status: ok, reason: null, items: []}, acs: {status: not_checked, reason: "no result", items: []}}
 dcb_version:
   description: iproute2 version of the dcb binary; null when dcb was not run or not found.
   returned: always
@@ -151,9 +201,11 @@ dcb_version:
 """
 
 import os
+import socket
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import dcb
 from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
 from ansible_collections.gpufabric.node.plugins.module_utils import prom
@@ -274,6 +326,10 @@ def main():
             rails=dict(type="list", elements="str"),
             dcb=dict(type="bool", default=True),
             gds=dict(type="dict"),
+            concerns=dict(type="dict"),
+            managed_concerns=dict(type="list", elements="str", choices=list(concerns.NAMES)),
+            reboot_required=dict(type="bool", default=False),
+            gds_wanted=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -285,7 +341,11 @@ def main():
         gds, gds_warning = gds_evidence(p["gds"])
         if not os.path.isabs(p["textfile_dir"]):
             raise ValueError("textfile_dir must be an absolute path, not %r" % p["textfile_dir"])
-    except ValueError as e:
+        node = {"concerns": p["concerns"], "managed": p["managed_concerns"], "reboot_required": p["reboot_required"],
+                "gds_wanted": p["gds_wanted"]}
+        host = socket.gethostname() or "this node"
+        concerns.assess(dict(node, facts={}), p["managed_concerns"], host)  # bad statuses fail before any read
+    except ValueError as e:  # ConcernError is a ValueError
         module.fail_json(msg=str(e))
     facts = topology.discover(sysroot)
     rails = p["rails"] if p["rails"] is not None else default_rails(facts)
@@ -298,8 +358,9 @@ def main():
     if p["dcb"] and rails:
         dcb_state, dcb_version = read_dcb(module, sysroot, rails)
     evidence = {"facts": facts, "dcb": dcb_state, "rdma_cm": read_tos(sysroot, facts),
-                "nvfs": read_nvfs(sysroot, facts), "gds": gds}
-    families = [f for f in prom.families_from_evidence(evidence) if f.samples]
+                "nvfs": read_nvfs(sysroot, facts), "gds": gds, "node": node}
+    assessment = prom.assess(evidence, host)
+    families = [f for f in prom.families_from_evidence(evidence, assessment) if f.samples]
     text = prom.render(families)
     path = os.path.join(p["textfile_dir"], filename)
     before, before_mode = _current(sysroot, path)
@@ -319,7 +380,8 @@ def main():
             module.warn("DCB state of rail %s could not be read: %s" % (rail, err))
         rail_results.append({"rail": rail, "dcb_up": not err, "error": err})
     out = dict(changed=changed, path=path, samples=sum(len(f.samples) for f in families),
-               families=sorted(f.name for f in families), rails=rail_results, dcb_version=dcb_version)
+               families=sorted(f.name for f in families), rails=rail_results, dcb_version=dcb_version,
+               verdict=assessment["verdict"], concerns=assessment["concerns"])
     if module._diff:
         out["diff"] = dict(before="" if before is None else before.decode("utf-8", "replace"), after=text,
                            before_header=path, after_header=path)

@@ -10,10 +10,18 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: fabric_report
-short_description: Write the fleet drift report (JSON and Markdown) from the modules' drift lists
+short_description: Write the fleet drift report (JSON and Markdown) from every node's concern statuses
 description:
-  - Aggregates the C(drift) lists that the gpufabric modules return per node (concern, object, setting, current,
-    desired) into one fleet report, written as JSON and Markdown.
+  - Builds one fleet report from the status of every concern of every node (C(gpufabric_concerns) - C(ok),
+    C(drift), C(error), C(not_checked), C(not_applicable), each with a one-line reason and its items) and writes it
+    as JSON (schema C(gpufabric.drift/v2)) and Markdown.
+  - Every managed concern a node did not report is C(not_checked); an unreachable node has every concern
+    C(not_checked). Only C(ok) reads as "as desired".
+  - A node's verdict is C(ok) only when every concern is C(ok) or C(not_applicable), no reboot is pending and no
+    warning stands that breaks a data path (translated IOMMU, cross-NUMA GPU/NIC pair, nvidia-fs missing where GDS
+    is wanted, NVSwitches without a running Fabric Manager); otherwise it needs attention, with the reasons listed.
+    The statuses and the verdict are the ones M(gpufabric.node.fleet_report) and M(gpufabric.node.fabric_metrics)
+    show (one shared computation).
   - "Meant to run once on the controller (C(delegate_to: localhost), C(run_once: true)) at the end of C(drift.yml)."
   - Files are written atomically and only when their content changes.
 version_added: 0.1.0
@@ -22,11 +30,25 @@ author:
 options:
   nodes:
     description:
-      - Mapping of inventory host name to its results.
-      - Each value may hold C(drift) (list of drift items), C(reboot_required) (bool), C(errors) (list of strings)
-        and C(unreachable) (bool).
+      - Mapping of inventory host name to its data; every key is optional.
+      - "C(concerns) (dict) - the host fact C(gpufabric_concerns), C({<concern>: {status, reason, items[,
+        corrected]}}). Concern names and statuses are validated; an error names the host and the concern."
+      - C(facts) (dict) - C(ansible_facts.gpufabric); the data-path warnings of the verdict come from it.
+      - "C(reboot_required) (bool), C(gds_wanted) (bool), C(errors) (list of str, play-level failures),
+        C(warnings) (list of str), C(unreachable) (bool; an unreachable node may pass only C({unreachable: true}))."
+      - C(drift) (list of drift items) - old callers only, used when C(concerns) is missing - the concerns with items
+        are C(drift) (with I(fixed), C(ok) and corrected) and every other managed concern C(not_checked).
     type: dict
     required: true
+  managed_concerns:
+    description:
+      - The concern names the play manages; each node gets a status for every one of them (C(not_checked) when it
+        reported none). Concerns a node reports beyond these are included too.
+      - Default - the core concerns (C(cmdline), C(acs), C(dcb), C(rdma_cm), C(sysctl), C(routing), C(nccl),
+        C(persistence)).
+    type: list
+    elements: str
+    choices: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence, gds, vendor_client]
   dest:
     description: Directory the report files are written to (created when missing).
     type: path
@@ -47,7 +69,8 @@ options:
     default: gpufabric drift report
   fixed:
     description:
-      - The drift lists come from a fix run; the items are what was corrected (nodes are marked C(FIXED)).
+      - The data come from a fix run - items of concerns with C(corrected) read as fixed (a node with nothing else
+        left is marked C(FIXED)), and a concern still in C(drift) reads as not fixed (C(NOT FIXED)).
     type: bool
     default: false
 attributes:
@@ -67,13 +90,16 @@ attributes:
 EXAMPLES = r"""
 - name: Write the fleet drift report
   gpufabric.node.fabric_report:
-    nodes: "{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars, '__gpufabric_node_result'))) }}"
+    nodes: >-
+      {{ dict(groups['all'] | zip(groups['all'] | map('extract', hostvars)
+         | map(attribute='__gpufabric_node_result', default={'unreachable': true}))) }}
+    managed_concerns: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence]
     dest: "{{ playbook_dir }}/../reports"
   delegate_to: localhost
   run_once: true
   register: report
 
-- name: Fail when any node drifted
+- name: Fail when any node drifted, failed a check or was not checked
   ansible.builtin.fail:
     msg: "Drift on {{ report.summary.drifted_nodes | join(', ') }}"
   when: report.summary.drifted_nodes | length > 0
@@ -90,19 +116,36 @@ summary:
       description: Number of nodes in the report.
       type: int
     drifted_nodes:
-      description: Nodes with drift, errors or unreachable.
+      description: Nodes with a concern in C(drift), C(error) or C(not_checked), a play-level error, or unreachable.
       type: list
       elements: str
     drift_items:
-      description: Number of drift items over all nodes.
+      description: Number of deviations found over all nodes (items of concerns in C(drift) and corrected ones).
+      type: int
+    corrected_items:
+      description: Number of those that a fix run corrected (concerns with C(corrected)).
       type: int
     reboot_required:
       description: Nodes whose kernel command line awaits a reboot.
       type: list
       elements: str
-  sample: {"nodes": 2, "drifted_nodes": ["sim1"], "drift_items": 5, "reboot_required": []}
+    statuses:
+      description: How many concerns over all nodes have each status.
+      type: dict
+    attention:
+      description: Nodes whose verdict is not C(ok) (C(attention) or C(unreachable)).
+      type: list
+      elements: str
+  sample: {"nodes": 2, "drifted_nodes": ["sim1"], "drift_items": 5, "corrected_items": 0, "reboot_required": [],
+           "statuses": {"ok": 14, "drift": 2, "error": 0, "not_checked": 0, "not_applicable": 0},
+           "attention": ["sim1"]}
 report:
-  description: The whole report (schema C(gpufabric.drift/v1)).
+  description:
+    - "The whole report (schema C(gpufabric.drift/v2)). C(nodes.<host>) holds C(concerns) (C({<concern>: {status,
+      reason, items[, corrected]}}) for every managed concern), C(verdict) (C({status, reasons}), status C(ok),
+      C(attention) or C(unreachable)), C(counts) (per status), C(drifted), C(items) and C(by_concern) (the
+      deviations, derived from the concerns), C(reboot_required), C(unreachable), C(errors) and C(source)
+      (C(concerns), C(drift) for an old caller's list, C(none))."
   returned: always
   type: dict
 files:
@@ -118,6 +161,7 @@ markdown:
 
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import report as rpt
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -126,6 +170,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             nodes=dict(type="dict", required=True),
+            managed_concerns=dict(type="list", elements="str", choices=list(concerns.NAMES)),
             dest=dict(type="path", required=True),
             basename=dict(type="str", default="drift-report"),
             formats=dict(type="list", elements="str", choices=["json", "markdown"], default=["json", "markdown"]),
@@ -138,7 +183,7 @@ def main():
     if not p["basename"] or "/" in p["basename"]:
         module.fail_json(msg="basename must be a plain file name without '/', got %r" % p["basename"])
     try:
-        report = rpt.build(p["nodes"])
+        report = rpt.build(p["nodes"], p["managed_concerns"], fixed=p["fixed"])
     except rpt.ReportError as e:
         module.fail_json(msg="cannot build the drift report: %s" % e)
     markdown = rpt.to_markdown(report, p["title"], fixed=p["fixed"])

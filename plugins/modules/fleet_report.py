@@ -13,27 +13,55 @@ module: fleet_report
 short_description: Write the fleet report for people (one static HTML page with SVG maps, JSON, Markdown)
 version_added: 0.1.0
 description:
-  - Builds one report of the fleet from each node's C(gpufabric) facts, the drift items the roles export
-    (C(<role>_drift)), an optional GPUDirect Storage verdict and errors.
-  - The HTML page is self-contained (inline CSS and SVG, no script, no external assets). Per node it draws the
-    GPU/NIC/NUMA map (NUMA nodes as boxes, GPUs and RDMA NICs inside, one line per GPU/NIC pair coloured by the PCIe
-    relation PIX/PXB/PHB/NODE/SYS, cross-NUMA pairs dashed), lists the pairs with the ACS control of the bridges on
-    their path, the configured state against the desired one per concern, the GDS verdict with its reasons, the GPU
-    kernel module flavour and the Fabric Manager state.
-  - What changed since the last report is computed against the previous JSON report of the same name in O(dest).
+  - Builds one report of the fleet from each node's concern statuses (the host fact C(gpufabric_concerns)), its
+    C(gpufabric) facts, the pending reboot, whether GDS is wanted, warnings and play-level errors.
+  - Every concern has one status - C(ok), C(drift), C(error), C(not_checked) or C(not_applicable) - with a one-line
+    reason for all but C(ok); every managed concern a node did not report is C(not_checked) (an unreachable node -
+    all of them). Only C(ok) reads as "as desired"; C(not_applicable) shows its reason, C(error) the error.
+  - A node is C(ok) only when every concern is C(ok) or C(not_applicable), no reboot is pending and no warning stands
+    that breaks a data path (translated IOMMU, cross-NUMA GPU/NIC pair, nvidia-fs missing where GDS is wanted,
+    NVSwitches without a running Fabric Manager); any other node needs attention, with the reasons listed. The
+    statuses and the verdict are computed by the code M(gpufabric.node.fabric_report) and
+    M(gpufabric.node.fabric_metrics) use.
+  - The HTML page is self-contained (inline CSS and SVG, no script, no external assets). At the top it has one row per
+    node with its verdict and a badge per concern. Per node it lists the verdict's reasons, the status of every
+    concern, the deviations, the GDS verdict with its reasons, the GPU kernel module flavour and the Fabric Manager
+    state, draws the GPU/NIC/NUMA map (NUMA nodes as boxes, GPUs and RDMA NICs inside, one line per GPU/NIC pair
+    coloured by the PCIe relation PIX/PXB/PHB/NODE/SYS, cross-NUMA pairs dashed) and lists the pairs with the ACS
+    control of the bridges on their path. The layout holds from 1024 px wide up.
+  - What changed since the last report (verdict, concern statuses, pairs, deviations, driver, Fabric Manager, IOMMU,
+    GDS) is computed against the previous JSON report of the same name in O(dest); a C(gpufabric.fleet/v1) report
+    is read too (it holds no concern statuses, so those are compared from the next report on).
   - Meant to run once on the controller (delegated to localhost, run once); see C(playbooks/report.yml).
-  - The drift report of C(drift.yml) is M(gpufabric.node.fabric_report); this module reuses its normalisation.
+  - The drift report of C(drift.yml) is M(gpufabric.node.fabric_report); both reports carry the same
+    C(nodes.<host>.concerns) and C(nodes.<host>.verdict).
 author:
   - gpufabric developers (@gpufabric)
 options:
   nodes:
     description:
-      - Inventory host name to its data. Keys per node, all optional; C(facts) (the C(gpufabric) facts of
-        M(gpufabric.node.gpufabric_facts)), C(drift) (list of drift items; leave it out when the node was not
-        checked), C(gds) (C({ok, reasons})), C(errors) (list of str), C(warnings) (list of str), C(unreachable)
-        (bool), C(reboot_required) (bool).
+      - Inventory host name to its data; every key is optional.
+      - "C(concerns) (dict) - the host fact C(gpufabric_concerns), C({<concern>: {status, reason, items[,
+        corrected]}}). Concern names and statuses are validated; an error names the host and the concern."
+      - C(facts) (dict) - the C(gpufabric) facts of M(gpufabric.node.gpufabric_facts); the map, the pairs and the
+        data-path warnings of the verdict come from them.
+      - "C(reboot_required) (bool), C(gds_wanted) (bool), C(errors) (list of str, play-level failures), C(warnings)
+        (list of str, shown), C(unreachable) (bool; an unreachable node may pass only C({unreachable: true}))."
+      - C(gds) (C({ok, reasons})) - the GDS verdict, shown with its reasons; it stands for the C(gds) concern when
+        C(concerns) has none (C(ok), or C(drift) when the proof failed).
+      - C(drift) (list of drift items) - old callers only, used when C(concerns) is missing - the concerns with items
+        are C(drift), every other managed concern C(not_checked).
     type: dict
     required: true
+  managed_concerns:
+    description:
+      - The concern names the play manages; each node gets a status for every one of them (C(not_checked) when it
+        reported none). Concerns a node reports beyond these are included too.
+      - Default - the core concerns (C(cmdline), C(acs), C(dcb), C(rdma_cm), C(sysctl), C(routing), C(nccl),
+        C(persistence)).
+    type: list
+    elements: str
+    choices: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence, gds, vendor_client]
   dest:
     description: Directory of the report files (created when missing).
     type: path
@@ -73,7 +101,9 @@ EXAMPLES = r"""
 - name: Write the fleet report
   gpufabric.node.fleet_report:
     nodes: >-
-      {{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars, '__node_report'))) }}
+      {{ dict(groups['all'] | zip(groups['all'] | map('extract', hostvars)
+         | map(attribute='__report_node', default={'unreachable': true}))) }}
+    managed_concerns: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence, gds]
     dest: "{{ playbook_dir }}/../reports"
     generated: "{{ now(utc=true).isoformat() }}"
   delegate_to: localhost
@@ -88,10 +118,15 @@ EXAMPLES = r"""
 
 RETURN = r"""
 summary:
-  description: C({nodes, ok, attention, drift_items, cross_numa_pairs}).
+  description:
+    - C(nodes) (count), C(ok) and C(attention) (host names by verdict; unreachable nodes are in C(attention)),
+      C(statuses) (how many concerns over the fleet have each status), C(drift_items), C(cross_numa_pairs),
+      C(reboot_required) (host names).
   returned: always
   type: dict
-  sample: {"nodes": 2, "ok": ["a"], "attention": ["b"], "drift_items": 3, "cross_numa_pairs": 2}
+  sample: {"nodes": 2, "ok": ["a"], "attention": ["b"], "drift_items": 3, "cross_numa_pairs": 2,
+           "statuses": {"ok": 13, "drift": 2, "error": 0, "not_checked": 1, "not_applicable": 0},
+           "reboot_required": ["b"]}
 changes:
   description: Changes since the previous report (C({node, what, change})).
   returned: always
@@ -103,7 +138,12 @@ files:
   type: list
   elements: str
 report:
-  description: The report (schema C(gpufabric.fleet/v1)).
+  description:
+    - "The report (schema C(gpufabric.fleet/v2)). C(nodes.<host>) holds C(concerns) (C({<concern>: {status, reason,
+      items[, corrected]}}) for every managed concern), C(verdict) (C({status, reasons}), status C(ok),
+      C(attention) or C(unreachable)), C(status) (the verdict's), C(counts), C(drift) and C(by_concern) (the
+      deviations, derived from the concerns), C(blocking) (the warnings that keep it from ok) and the facts the page
+      shows."
   returned: always
   type: dict
 """
@@ -112,6 +152,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import fleet_report as fr
 from ansible_collections.gpufabric.node.plugins.module_utils import report
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
@@ -123,6 +164,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             nodes=dict(type="dict", required=True),
+            managed_concerns=dict(type="list", elements="str", choices=list(concerns.NAMES)),
             dest=dict(type="path", required=True),
             basename=dict(type="str", default="fleet-report"),
             title=dict(type="str", default="gpufabric fleet report"),
@@ -143,11 +185,12 @@ def main():
             previous = json.loads(text)
         except ValueError:
             module.warn("the previous report %s is not JSON; no changes are listed" % json_path)
-        if previous is not None and (not isinstance(previous, dict) or previous.get("schema") != fr.SCHEMA):
-            module.warn("%s is not a %s report; no changes are listed" % (json_path, fr.SCHEMA))
+        if previous is not None and (not isinstance(previous, dict)
+                                     or previous.get("schema") not in fr.PREVIOUS_SCHEMAS):
+            module.warn("%s is not a %s report; no changes are listed" % (json_path, " or ".join(fr.PREVIOUS_SCHEMAS)))
             previous = None
     try:
-        rep = fr.build(p["nodes"], previous, p["title"], p["generated"])
+        rep = fr.build(p["nodes"], previous, p["title"], p["generated"], p["managed_concerns"])
     except fr.FleetReportError as e:
         module.fail_json(msg="cannot build the fleet report: %s" % e)
     contents = {"html": fr.to_html(rep), "json": fr.to_json(rep), "markdown": fr.to_markdown(rep)}

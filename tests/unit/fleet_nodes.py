@@ -2,6 +2,9 @@
 """Per-node inputs of the fleet report built from the two shipped simulated topologies (shared by its tests)."""
 from __future__ import absolute_import, division, print_function
 
+import copy
+
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
 from ansible_collections.gpufabric.node.plugins.module_utils import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 from gpufabric_sim import topology as sim_topology
@@ -23,9 +26,31 @@ def discover_shipped(tmp_path_factory):
     return out
 
 
+def all_ok(**over):
+    """gpufabric_concerns with every core concern ok, ``over`` replacing some."""
+    out = dict((n, cm.status(cm.OK)) for n in cm.CORE)
+    out.update(over)
+    return out
+
+
+def drifting(items):
+    """The status documents of a check run that found ``items``."""
+    return dict((n, cm.from_items(n, items, True)) for n in set(i["concern"] for i in items))
+
+
+def identity(facts):
+    """The facts with the IOMMU in identity mode (the simulated HGX node translates)."""
+    f = copy.deepcopy(facts)
+    f["iommu"] = dict(f.get("iommu") or {}, mode="identity")
+    return f
+
+
 def nodes_of(facts, **over):
-    nodes = {"hgx": {"facts": facts["hgx-h200"], "drift": [], "gds": {"ok": True, "reasons": []}},
-             "pcie": {"facts": facts["pcie-4gpu-crossnuma"], "drift": list(DRIFT),
+    """hgx: every concern ok, IOMMU identity, GDS works (verdict ok); pcie: two concerns drift, cross-NUMA pairs,
+    translated IOMMU, GDS failing (attention)."""
+    nodes = {"hgx": {"facts": identity(facts["hgx-h200"]), "concerns": all_ok(),
+                     "gds": {"ok": True, "reasons": []}},
+             "pcie": {"facts": facts["pcie-4gpu-crossnuma"], "concerns": all_ok(**drifting(DRIFT)),
                       "gds": {"ok": False, "reasons": ["IOMMU in translated mode: transfers fail with EIO"]}}}
     for k, v in over.items():
         nodes[k] = v

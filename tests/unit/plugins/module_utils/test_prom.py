@@ -230,3 +230,60 @@ def test_every_metric_is_declared_once_with_a_valid_name():
         fam = prom.Family(prom.PREFIX + short, mtype, help_text)
         assert fam.name.startswith("gpufabric_") and help_text
     assert all(short in prom.METRICS for _key, short in prom.NVFS_COUNTERS)
+
+
+GOOD = {"iommu": {"mode": "identity"}, "fabric_manager": {"needed": True, "running": True},
+        "nvidia_fs": {"loaded": True}, "pairing": []}
+ALL_OK = dict((n, {"status": "ok"}) for n in ("cmdline", "acs", "dcb", "rdma_cm", "sysctl", "routing", "nccl",
+                                              "persistence"))
+STATUSES = ("ok", "drift", "error", "not_checked", "not_applicable")
+
+# (name, evidence, {concern: status with 1}, gpufabric_node_ok)
+NODE_CASES = [
+    ("no concerns given: every core concern not_checked, never ok", {"facts": GOOD, "node": {}},
+     dict((n, "not_checked") for n in ALL_OK), 0),
+    ("all ok", {"facts": GOOD, "node": {"concerns": ALL_OK}}, dict((n, "ok") for n in ALL_OK), 1),
+    ("not_applicable is fine", {"facts": GOOD, "node": {"concerns": dict(
+        ALL_OK, routing={"status": "not_applicable", "reason": "off"})}},
+     dict(dict((n, "ok") for n in ALL_OK), routing="not_applicable"), 1),
+    ("one drift", {"facts": GOOD, "node": {"concerns": dict(ALL_OK, dcb={"status": "drift", "reason": "pfc"})}},
+     dict(dict((n, "ok") for n in ALL_OK), dcb="drift"), 0),
+    ("one error", {"facts": GOOD, "node": {"concerns": dict(ALL_OK, acs={"status": "error", "reason": "setpci"})}},
+     dict(dict((n, "ok") for n in ALL_OK), acs="error"), 0),
+    ("reboot pending", {"facts": GOOD, "node": {"concerns": ALL_OK, "reboot_required": True}},
+     dict((n, "ok") for n in ALL_OK), 0),
+    ("translated IOMMU", {"facts": dict(GOOD, iommu={"mode": "translated"}), "node": {"concerns": ALL_OK}},
+     dict((n, "ok") for n in ALL_OK), 0),
+    ("cross-NUMA pair", {"facts": dict(GOOD, pairing=[{"gpu": "g", "nic": "n", "netdev": "ens3np0", "relation": "SYS",
+                                                           "cross_numa": True}]),
+                         "node": {"concerns": ALL_OK}}, dict((n, "ok") for n in ALL_OK), 0),
+    ("nvidia-fs missing, GDS wanted", {"facts": dict(GOOD, nvidia_fs={"loaded": False}),
+                                       "node": {"concerns": ALL_OK, "gds_wanted": True}},
+     dict((n, "ok") for n in ALL_OK), 0),
+    ("nvidia-fs missing, GDS not wanted", {"facts": dict(GOOD, nvidia_fs={"loaded": False}),
+                                           "node": {"concerns": ALL_OK}}, dict((n, "ok") for n in ALL_OK), 1),
+    ("managed beyond the core", {"facts": GOOD, "node": {"concerns": ALL_OK, "managed": ["cmdline", "gds"]}},
+     dict(dict((n, "ok") for n in ALL_OK), gds="not_checked"), 0),
+    ("a failed GDS proof is the gds concern", {"facts": GOOD, "node": {"concerns": ALL_OK},
+                                               "gds": {"gds_active": False}},
+     dict(dict((n, "ok") for n in ALL_OK), gds="drift"), 0),
+]
+
+
+@pytest.mark.parametrize("name,evidence,current,node_ok", NODE_CASES, ids=[c[0] for c in NODE_CASES])
+def test_concern_status_and_node_ok(name, evidence, current, node_ok):
+    samples, types = parse(prom.render_evidence(evidence))
+    got = dict(((dict(k)["concern"], dict(k)["status"]), v) for k, v in samples["gpufabric_concern_status"].items())
+    assert got == dict(((c, s), 1.0 if s == current[c] else 0.0) for c in current for s in STATUSES)
+    assert samples["gpufabric_node_ok"] == {frozenset(): float(node_ok)}
+    assert types["gpufabric_concern_status"] == "gauge" and types["gpufabric_node_ok"] == "gauge"
+
+
+def test_without_node_no_concern_series():
+    samples, _types = parse(prom.render_evidence({"facts": GOOD}))
+    assert "gpufabric_concern_status" not in samples and "gpufabric_node_ok" not in samples
+
+
+def test_bad_concern_status_is_refused():
+    with pytest.raises(ValueError, match="concern dcb has status 'fine'"):
+        prom.render_evidence({"facts": GOOD, "node": {"concerns": {"dcb": {"status": "fine"}}}})

@@ -274,7 +274,59 @@ def test_nvidia_fs_absent_means_no_counters(node, monkeypatch):
     assert not [n for n in m if n.startswith("gpufabric_nvfs_") and n != "gpufabric_nvfs_loaded"]
 
 
+CORE = ("cmdline", "acs", "dcb", "rdma_cm", "sysctl", "routing", "nccl", "persistence")
+ALL_OK = dict((n, {"status": "ok", "reason": None, "items": []}) for n in CORE)
+
+
+def statuses_of(m):
+    """{concern: the status whose series is 1}, after checking every concern has exactly one."""
+    out = {}
+    for labels, value in m["gpufabric_concern_status"].items():
+        lab = dict(labels)
+        if value == 1.0:
+            assert lab["concern"] not in out, "two current statuses for %s" % lab["concern"]
+            out[lab["concern"]] = lab["status"]
+    assert len(m["gpufabric_concern_status"]) == 5 * len(out)
+    return out
+
+
+@pytest.mark.parametrize("args,current,node_ok", [
+    ({}, dict((n, "not_checked") for n in CORE), 0),
+    ({"concerns": ALL_OK}, dict((n, "ok") for n in CORE), 0),  # the simulated HGX node translates: never ok
+    ({"concerns": dict(ALL_OK, dcb={"status": "drift", "reason": "pfc"}), "managed_concerns": ["dcb", "gds"]},
+     dict(dict((n, "ok") for n in CORE), dcb="drift", gds="not_checked"), 0),
+])
+def test_concern_status_and_node_verdict(node, monkeypatch, args, current, node_ok):
+    root, _manifest = node
+    res = run_module(fabric_metrics, dict(args, dcb=False), monkeypatch=monkeypatch)
+    assert not res.get("failed"), res
+    m = metrics(root)
+    assert statuses_of(m) == current
+    assert m["gpufabric_node_ok"] == {frozenset(): float(node_ok)}
+    assert res["verdict"]["status"] == "attention"
+    assert any("IOMMU is translated" in r for r in res["verdict"]["reasons"])
+    assert dict((k, v["status"]) for k, v in res["concerns"].items()) == current
+
+
+def test_node_ok_needs_identity_iommu_and_no_pending_reboot(node, monkeypatch):
+    root, _manifest = node
+    for group in os.listdir(os.path.join(root, "sys/kernel/iommu_groups")):
+        with open(os.path.join(root, "sys/kernel/iommu_groups", group, "type"), "w") as f:
+            f.write("identity\n")
+    res = run_module(fabric_metrics, {"concerns": ALL_OK, "dcb": False}, monkeypatch=monkeypatch)
+    assert res["verdict"] == {"status": "ok", "reasons": []}, res["verdict"]
+    assert metrics(root)["gpufabric_node_ok"] == {frozenset(): 1.0}
+    res = run_module(fabric_metrics, {"concerns": ALL_OK, "dcb": False, "reboot_required": True},
+                     monkeypatch=monkeypatch)
+    assert res["changed"] and metrics(root)["gpufabric_node_ok"] == {frozenset(): 0.0}
+    res = run_module(fabric_metrics, {"concerns": ALL_OK, "dcb": False, "gds_wanted": True},
+                     monkeypatch=monkeypatch)
+    assert metrics(root)["gpufabric_node_ok"] == {frozenset(): 1.0}, "nvidia-fs is loaded on this node"
+
+
 @pytest.mark.parametrize("args,match", [
+    ({"concerns": {"dcb": {"status": "fine"}}}, "concern dcb has status 'fine'"),
+    ({"concerns": {"ib": {"status": "ok"}}}, "unknown concern 'ib'"),
     ({"filename": "gpufabric.txt"}, "ending in .prom"),
     ({"filename": "sub/gpufabric.prom"}, "ending in .prom"),
     ({"filename": ".prom"}, "ending in .prom"),

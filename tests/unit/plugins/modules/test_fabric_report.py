@@ -1,11 +1,16 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""fabric_report module: files, idempotence, check mode, the managed_concerns option, clear errors."""
 from __future__ import absolute_import, division, print_function
 
 import json
 import os
 
+import pytest
 from modrunner import run_module
 
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
 from ansible_collections.gpufabric.node.plugins.modules import fabric_report
 
 __metaclass__ = type
@@ -13,29 +18,63 @@ __metaclass__ = type
 DRIFT = [{"concern": "sysctl", "object": "ens6np0", "key": "arp_ignore", "current": 0, "desired": 1}]
 
 
+def statuses(items=(), check_mode=True):
+    return dict((n, cm.from_items(n, list(items), check_mode)) for n in cm.CORE)
+
+
 def test_writes_json_and_markdown_then_unchanged(tmp_path, monkeypatch):
-    args = {"nodes": {"n1": {"drift": DRIFT}, "n2": {"drift": []}}, "dest": str(tmp_path / "rep")}
+    args = {"nodes": {"n1": {"concerns": statuses(DRIFT)}, "n2": {"concerns": statuses()},
+                      "n3": {"unreachable": True}}, "dest": str(tmp_path / "rep")}
     r = run_module(fabric_report, args, monkeypatch=monkeypatch)
     assert r["changed"] is True and not r.get("failed")
-    assert r["summary"]["drifted_nodes"] == ["n1"]
+    assert r["summary"]["drifted_nodes"] == ["n1", "n3"]
+    assert r["summary"]["statuses"] == {"ok": 15, "drift": 1, "error": 0, "not_checked": 8, "not_applicable": 0}
     data = json.loads((tmp_path / "rep" / "drift-report.json").read_text())
+    assert data["schema"] == "gpufabric.drift/v2"
+    assert data["nodes"]["n1"]["concerns"]["sysctl"]["status"] == "drift"
+    assert data["nodes"]["n1"]["concerns"]["sysctl"]["items"][0]["desired"] == 1
     assert data["nodes"]["n1"]["items"][0]["desired"] == 1
-    assert "| n1 | DRIFT | 1 |" in (tmp_path / "rep" / "drift-report.md").read_text()
+    assert data["nodes"]["n3"]["verdict"]["status"] == "unreachable"
+    md = (tmp_path / "rep" / "drift-report.md").read_text()
+    assert "| n1 | DRIFT | 1 |" in md and "| n3 | UNREACHABLE | 0 |" in md
     r2 = run_module(fabric_report, args, monkeypatch=monkeypatch)
     assert r2["changed"] is False
 
 
+def test_fix_run(tmp_path, monkeypatch):
+    args = {"nodes": {"n1": {"concerns": statuses(DRIFT, check_mode=False)}}, "dest": str(tmp_path), "fixed": True,
+            "basename": "drift-fixed"}
+    r = run_module(fabric_report, args, monkeypatch=monkeypatch)
+    assert r["summary"]["drifted_nodes"] == [] and r["summary"]["corrected_items"] == 1
+    assert "| n1 | FIXED | 1 |" in r["markdown"] and "| sysctl | ens6np0 | arp_ignore | 0 | 1 | fixed |" in r["markdown"]
+
+
+def test_managed_concerns_option(tmp_path, monkeypatch):
+    args = {"nodes": {"n1": {"concerns": statuses()}}, "dest": str(tmp_path),
+            "managed_concerns": ["cmdline", "acs", "dcb", "rdma_cm", "sysctl", "routing", "nccl", "persistence",
+                                 "gds"]}
+    r = run_module(fabric_report, args, monkeypatch=monkeypatch)
+    assert r["report"]["nodes"]["n1"]["concerns"]["gds"]["status"] == "not_checked"
+    assert r["summary"]["drifted_nodes"] == ["n1"], "a managed concern without a status is not checked"
+    r = run_module(fabric_report, dict(args, managed_concerns=["dbc"]), monkeypatch=monkeypatch)
+    assert r["failed"] and "dbc" in r["msg"]
+
+
 def test_check_mode_writes_nothing(tmp_path, monkeypatch):
-    args = {"nodes": {"n1": {"drift": DRIFT}}, "dest": str(tmp_path / "rep")}
+    args = {"nodes": {"n1": {"concerns": statuses(DRIFT)}}, "dest": str(tmp_path / "rep")}
     r = run_module(fabric_report, args, check_mode=True, monkeypatch=monkeypatch)
     assert r["changed"] is True
     assert not os.path.exists(str(tmp_path / "rep"))
 
 
-def test_bad_item_fails_clearly(tmp_path, monkeypatch):
-    args = {"nodes": {"n1": {"drift": [{"concern": "x"}]}}, "dest": str(tmp_path)}
-    r = run_module(fabric_report, args, monkeypatch=monkeypatch)
-    assert r["failed"] and "lacks" in r["msg"]
+@pytest.mark.parametrize("nodes,match", [
+    ({"n1": {"drift": [{"concern": "x"}]}}, "node n1: drift item"),
+    ({"n1": {"concerns": {"dcb": {"status": "broken"}}}}, "n1: concern dcb has status 'broken'"),
+    ({"n1": {"concerns": {"ib": {"status": "ok"}}}}, "n1: unknown concern 'ib'"),
+])
+def test_bad_input_fails_clearly(tmp_path, monkeypatch, nodes, match):
+    r = run_module(fabric_report, {"nodes": nodes, "dest": str(tmp_path)}, monkeypatch=monkeypatch)
+    assert r["failed"] and match in r["msg"] and r["msg"].startswith("cannot build the drift report")
 
 
 def test_bad_basename(tmp_path, monkeypatch):
