@@ -115,11 +115,12 @@ def not_driven(found, sysroot, proc_text, running):
     """The result on a host whose boot loader the collection does not drive: nothing to do, never a failure."""
     todo = advice(found, sysroot)
     if running:
-        doc = concerns.status(concerns.DRIFT, "/proc/cmdline %s; %s: %s" % (describe(running), why(found), todo),
+        # the fix first: a long list of arguments is what one_line cuts, and the items carry it whole
+        doc = concerns.status(concerns.DRIFT, "%s: %s; /proc/cmdline %s" % (why(found), todo, describe(running)),
                               running)
     else:
         doc = concerns.status(concerns.NOT_APPLICABLE,
-                              "%s; /proc/cmdline already has the wanted arguments (to change them: %s)"
+                              "%s; /proc/cmdline already has the wanted arguments (to change them, %s)"
                               % (why(found), todo), [])
     header = "kernel command line (boot loader %s, not managed by the collection)" % found.kind
     return {

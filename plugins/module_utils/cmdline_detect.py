@@ -207,28 +207,25 @@ def kernel_image(sysroot, kver):
 
 
 def advice(found, sysroot):
-    """What the operator does instead, for a boot loader the collection does not drive (one sentence)."""
+    """What the operator does instead, for a boot loader the collection does not drive (one clause)."""
     kver = (sysroot.read("/proc/sys/kernel/osrelease") or "").strip() or "$(uname -r)"
     image = kernel_image(sysroot, kver)
     if found.kind == "systemd-boot":
-        return ("put the whole command line in %s, then run 'kernel-install add %s %s' for every installed "
-                "kernel (it rewrites the options line of its loader/entries/*.conf) and reboot"
-                % (KERNEL_CMDLINE, kver, image))
+        return ("put the whole command line in %s, run 'kernel-install add %s %s' for each installed kernel "
+                "(it rewrites the options of its loader entry) and reboot" % (KERNEL_CMDLINE, kver, image))
     if found.kind == "uki":
-        return ("put the whole command line in %s, rebuild the UKI with 'kernel-install add %s %s' (layout=uki "
-                "in %s) and reboot; a signed vendor UKI takes extra arguments only from a cmdline addon"
-                % (KERNEL_CMDLINE, kver, image, INSTALL_CONFS[0]))
-    return ("set the kernel arguments where this VM's command line is defined (the hypervisor or VM "
-            "definition: microVM kernel args, libvirt <cmdline>, QEMU -append), then restart the VM")
+        return ("put the whole command line in %s, rebuild the UKI with 'kernel-install add %s %s' (layout=uki) "
+                "and reboot; a signed vendor UKI needs a cmdline addon" % (KERNEL_CMDLINE, kver, image))
+    return "set it in the VM definition (microVM kernel args, libvirt <cmdline>, QEMU -append) and restart the VM"
 
 
 def why(found):
     """Why the collection does not drive this host's boot loader (one clause)."""
     if found.kind == "systemd-boot":
-        return "the kernel command line comes from systemd-boot entries, which the collection does not manage yet"
+        return "systemd-boot entries set the kernel command line; the collection does not manage them yet"
     if found.kind == "uki":
-        return "the kernel boots as a UKI with the command line built in, which the collection does not manage yet"
+        return "the kernel is a UKI with a built-in command line; the collection does not manage UKIs yet"
     if found.requested:
         return "bootloader=none: nothing in this guest sets the kernel command line"
-    return ("no boot loader in this guest sets the kernel command line (no GRUB, grubby, systemd-boot or UKI): "
-            "it comes from outside the guest")
+    return ("nothing in this guest sets the kernel command line (no GRUB, grubby, systemd-boot or UKI): it comes "
+            "from the hypervisor")
