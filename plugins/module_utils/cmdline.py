@@ -164,10 +164,8 @@ def ensure(present, absent, run, bin_path, bootloader="auto", update_bootloader=
     found = detect(sysroot, bin_path, bootloader, update_bootloader)
     if not found.driven:
         return not_driven(found, sysroot, proc_text, running)
+    # detect() made sure a driven GRUB has its update tool when update_bootloader is set
     backend = backend_for(found, sysroot, run, bin_path)
-    if isinstance(backend, GrubDropinBackend) and update_bootloader and backend.update_command() is None:
-        raise CmdlineError("update-grub, grub-mkconfig and grub2-mkconfig are all missing; install grub2-common "
-                           "or set update_bootloader=false")
     plan = backend.plan(present, absent)
     drift = _items("bootloader", deviations(plan.before, present, absent)) + plan.conflicts + running
     if plan.changed and not check_mode:

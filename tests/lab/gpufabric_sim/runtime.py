@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from gpufabric_sim import bootsim
+from gpufabric_sim import bootloaders, bootsim
 
 LAB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TOPOLOGY = "hgx-h200"
@@ -66,22 +66,12 @@ WRAPPERS = {
     "ib_write_bw": ("gpufabric_sim.emulators.perftest", "main", True),
     "bootctl": ("gpufabric_sim.emulators.bootctl", "main", False),
 }
-GRUB_TOOLS = ("update-grub", "grub-mkconfig", "grub2-mkconfig", "grubby")
-BOOTLOADERS = ("grub", "grubby", "systemd-boot", "uki", "none")
+GRUB_TOOLS = bootloaders.GRUB_TOOLS
+BOOTLOADERS = bootloaders.KINDS
 
 
 def node_tools(topo):
-    """The emulated tools in a node's bin/: the GRUB ones only where GRUB boots it (grub: Debian/Ubuntu; grubby:
-    EL, whose grub2-tools also ship grub2-mkconfig), bootctl only with systemd-boot (and the UKIs it loads)."""
-    bl = topo.get("bootloader", "grubby" if topo.get("os") == "rhel" else "grub")
-    out = {}
-    for tool, spec in WRAPPERS.items():
-        if tool in GRUB_TOOLS and bl not in ("grub", "grubby"):
-            continue
-        if tool == "bootctl" and bl not in ("systemd-boot", "uki"):
-            continue
-        out[tool] = spec
-    return out
+    return bootloaders.node_tools(topo, WRAPPERS)
 
 
 class SimError(Exception):
@@ -864,10 +854,10 @@ def parse_bootloaders(items, specs):
     return out
 
 
-def create(fleet, specs, base_port=DEFAULT_BASE_PORT, python=None, bootloaders=None):
-    """Create a fleet; ``bootloaders`` ({node: kind}) replaces the topologies' boot loader per node."""
+def create(fleet, specs, base_port=DEFAULT_BASE_PORT, python=None, bootloader_of=None):
+    """Create a fleet; ``bootloader_of`` ({node: kind}) replaces the topologies' boot loader per node."""
     fleet = os.path.abspath(fleet)
-    bootloaders = bootloaders or {}
+    bootloader_of = bootloader_of or {}
     python = python or sys.executable
     if os.path.exists(os.path.join(fleet, "fleet.json")):
         raise SimError("%s already holds a fleet; destroy it first" % fleet)
@@ -897,12 +887,12 @@ def create(fleet, specs, base_port=DEFAULT_BASE_PORT, python=None, bootloaders=N
         _tree, topology = _import_tree()
         loaded = {}
         for name, topo_name in specs:
-            over = {"bootloader": bootloaders[name]} if name in bootloaders else {}
+            over = {"bootloader": bootloader_of[name]} if name in bootloader_of else {}
             key = (topo_name, tuple(sorted(over.items())))
             if key not in loaded:
                 loaded[key] = topology.load(topo_name, **over)
         jobs = [(fleet, python, name, topo_name, i + 1, fid,
-                 loaded[(topo_name, (("bootloader", bootloaders[name]),) if name in bootloaders else ())])
+                 loaded[(topo_name, (("bootloader", bootloader_of[name]),) if name in bootloader_of else ())])
                 for i, (name, topo_name) in enumerate(specs)]
         workers = min(len(jobs), os.cpu_count() or 1, 8)
         if workers > 1:
@@ -995,29 +985,6 @@ def udev_add(node, ibdev):
     return results
 
 
-def next_boot(root, topo):
-    """(command line, notes) of the node's next boot, from what its boot loader reads."""
-    from gpufabric_sim.emulators import bootctl, grub
-    bl = topo.get("bootloader", "grubby" if topo.get("os") == "rhel" else "grub")
-    notes = []
-    if bl == "none":
-        # a microVM: the hypervisor passes the same command line again, whatever the guest wrote
-        cmdline = ""
-        notes.append("bootloader none: the hypervisor passed the previous command line")
-    elif bl in ("systemd-boot", "uki"):
-        cmdline = bootctl.next_boot_cmdline(root)
-    else:
-        cmdline = grub.next_boot_cmdline(root)
-    if not cmdline:
-        with open(os.path.join(root, "proc", "cmdline")) as f:
-            cmdline = f.read()
-        if bl != "none":
-            # no grub.cfg / BLS entry / loader entry (never configured in this tree): the firmware boots what
-            # it booted before
-            notes.append("no boot entry below the sysroot: booted the previous command line")
-    return cmdline, notes
-
-
 def reboot(fleet, name):
     from gpufabric_sim import services
     fleet = os.path.abspath(fleet)
@@ -1028,7 +995,7 @@ def reboot(fleet, name):
     kill_pids(ns_pids(node["ns"]))
     with open(os.path.join(node["dir"], "topology.json")) as f:
         topo = json.load(f)
-    cmdline, notes = next_boot(root, topo)
+    cmdline, notes = bootloaders.next_boot(root, topo)
     mode = bootsim.iommu_mode(cmdline)
     # pseudo filesystems and /run come back as the kernel creates them: the tree builder is
     # deterministic, so a scratch build of the same topology is the node's boot state; built with
@@ -1107,7 +1074,7 @@ def main(argv=None):
     try:
         if args.cmd == "create":
             specs = parse_node_specs(args.nodes, args.node, args.topology)
-            data = create(args.fleet, specs, args.base_port, bootloaders=parse_bootloaders(args.bootloader, specs))
+            data = create(args.fleet, specs, args.base_port, bootloader_of=parse_bootloaders(args.bootloader, specs))
             print(json.dumps({"fleet": data["fleet"], "inventory": os.path.join(data["fleet"], "inventory.yml"),
                               "nodes": [n["name"] for n in data["nodes"]], "timing": data["timing"]}, indent=1))
             return 0

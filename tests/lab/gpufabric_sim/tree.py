@@ -27,8 +27,8 @@
   (``system-release`` links to it); with ``systemd-boot`` the ESP at ``boot/efi`` (``EFI/systemd/``,
   ``loader/loader.conf``, ``loader/entries.srel``, a Type #1 entry), ``etc/kernel/cmdline`` and the EFI variables
   ``LoaderInfo``/``LoaderEntrySelected``; with ``uki`` the same ESP with a stand-in UKI in ``EFI/Linux`` (its
-  built-in command line after ``UKI_MARK``, which the bootctl emulator reads), ``etc/kernel/install.conf``
-  ``layout=uki`` and ``StubInfo``;
+  built-in command line, which the bootctl emulator reads), ``etc/kernel/install.conf`` ``layout=uki`` and
+  ``StubInfo`` (both written by ``bootloaders.write_efi_boot``);
   with ``none`` (a microVM) no boot loader at all and an empty ``boot/``;
 * the manifest, also at ``var/lib/gpufabric-sim/manifest.json``.
 
@@ -44,7 +44,7 @@ import os
 import struct
 
 from gpufabric_sim import topology as topomod
-from gpufabric_sim.emulators import bootctl as bootctl_emu
+from gpufabric_sim import bootloaders
 from gpufabric_sim.emulators import grub as grub_emu
 
 CFG_SIZE = 4096
@@ -84,29 +84,6 @@ OS_RELEASE = {
 }
 
 MACHINE_ID = "4c1f0e6a9b2d4f3e8a7c5b6d1e2f3a4b"
-# systemd-boot/systemd-stub of the distributions' systemd packages (the text of LoaderInfo/StubInfo)
-SYSTEMD_VERSION = {"ubuntu": "255.4-1ubuntu8", "debian": "252.38-1~deb12u1", "rhel": "252-32.el9_4"}
-INITRD = {"ubuntu": "initrd.img-%s", "debian": "initrd.img-%s", "rhel": "initramfs-%s.img"}
-OS_RELEASE_PRETTY = {"ubuntu": "Ubuntu {v} LTS", "debian": "Debian GNU/Linux {v} (bookworm)",
-                     "rhel": "Red Hat Enterprise Linux {v} (Plow)"}
-EFIVARS = "sys/firmware/efi/efivars"
-LOADER_GUID = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
-UKI_MARK = bootctl_emu.UKI_MARK
-
-
-def efivar(efivars, name, text, guid=LOADER_GUID):
-    """An EFI variable of the boot loader interface as efivarfs shows it (attributes BS|RT)."""
-    _write(os.path.join(efivars, "%s-%s" % (name, guid)),
-           b"\x06\x00\x00\x00" + (text + "\0").encode("utf-16-le"), 0o644)
-
-
-def uki_image(cmdline):
-    """A stand-in for a Unified Kernel Image: a PE signature and the built-in command line (.cmdline)."""
-    return b"MZ" + b"\0" * 62 + UKI_MARK + cmdline.encode("utf-8") + b"\n"
-
-
-# ----------------------------------------------------------------------------------------------
-# small file helpers
 
 
 def _write(path, content, mode=0o644):
@@ -529,7 +506,7 @@ class _Builder(object):
         elif bl == "grub":
             self.debian_boot(kver)
         elif bl in ("systemd-boot", "uki"):
-            self.sdboot_boot(kver, uki=bl == "uki")
+            bootloaders.write_efi_boot(self.root, t, kver, MACHINE_ID, uki=bl == "uki")
         else:
             # a microVM: the hypervisor loads the kernel and passes the command line; the guest's /boot is empty
             _mkdir(self.p("boot"))
@@ -562,49 +539,6 @@ class _Builder(object):
         # next boot of a node nobody configured boots the command line it runs with
         cfg = grub_emu.generate_grub_cfg(self.root)
         _write(self.p("boot/grub/grub.cfg"), cfg, grub_emu.grub_cfg_mode(cfg))
-
-    def sdboot_boot(self, kver, uki=False):
-        """systemd-boot as ``bootctl install`` and kernel-install leave it, ESP at /boot/efi: Type #1 entries
-        (90-loaderentry.install) or, with ``layout=uki``, a UKI below EFI/Linux (90-uki-copy.install)."""
-        t = self.topo
-        esp = "boot/efi"
-        words = t["cmdline"].split()
-        options = " ".join(words)
-        systemd = SYSTEMD_VERSION[t["os"]]
-        vmlinuz = "boot/vmlinuz-%s" % kver
-        _write(self.p(vmlinuz), b"")
-        _write(self.p("boot/%s" % (INITRD[t["os"]] % kver)), b"")
-        for rel in ("EFI/systemd/systemd-bootx64.efi", "EFI/BOOT/BOOTX64.EFI"):
-            _write(self.p(esp, rel), b"MZ" + b"\0" * 62)
-        _write(self.p(esp, "loader/loader.conf"), "timeout 3\n#console-mode keep\n")
-        _write(self.p(esp, "loader/entries.srel"), "type1\n")
-        _write(self.p("etc/kernel/cmdline"), options + "\n")
-        title = OS_RELEASE_PRETTY[t["os"]].format(v=t["os_version"])
-        selected = "%s-%s.conf" % (MACHINE_ID, kver)
-        if uki:
-            _write(self.p("etc/kernel/install.conf"), "layout=uki\n")
-            selected = "%s-%s.efi" % (MACHINE_ID, kver)
-            _write(self.p(esp, "EFI/Linux", selected), uki_image(options))
-        else:
-            _mkdir(self.p(esp, "loader/entries"))
-            _write(self.p(esp, MACHINE_ID, kver, "linux"), b"")
-            _write(self.p(esp, MACHINE_ID, kver, INITRD[t["os"]] % kver), b"")
-            _write(self.p(esp, "loader/entries", selected), "".join([
-                "# Boot Loader Specification type#1 entry\n",
-                "# File created by /usr/lib/kernel/install.d/90-loaderentry.install (systemd %s)\n" % systemd,
-                "title      %s\n" % title,
-                "version    %s\n" % kver,
-                "machine-id %s\n" % MACHINE_ID,
-                "sort-key   %s\n" % t["os"],
-                "options    %s\n" % options,
-                "linux      /%s/%s/linux\n" % (MACHINE_ID, kver),
-                "initrd     /%s/%s/%s\n" % (MACHINE_ID, kver, INITRD[t["os"]] % kver),
-            ]))
-        # what the boot loader interface leaves in efivarfs: 4 bytes of attributes, UTF-16LE text with its NUL
-        efivar(self.p(EFIVARS), "LoaderInfo", "systemd-boot %s" % systemd)
-        efivar(self.p(EFIVARS), "LoaderEntrySelected", selected)
-        if uki:
-            efivar(self.p(EFIVARS), "StubInfo", "systemd-stub %s" % systemd)
 
     def rhel_boot(self, kver):
         t = self.topo

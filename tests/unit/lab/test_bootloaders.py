@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from gpufabric_sim import runtime, topology
+from gpufabric_sim import bootloaders, runtime, topology
 from gpufabric_sim.emulators import bootctl, grub
 from gpufabric_sim.tree import MACHINE_ID, build_tree
 
@@ -83,7 +83,7 @@ def test_efi_layout(built):
 
 def test_next_boot_is_the_running_command_line(built):
     kind, root, topo = built
-    cmdline, notes = runtime.next_boot(root, topo)
+    cmdline, notes = bootloaders.next_boot(root, topo)
     assert cmdline.strip() == CMDLINE
     assert bool(notes) is (kind == "none")
 
@@ -97,10 +97,10 @@ def test_next_boot_follows_the_loader_entry(tmp_path):
         text = f.read().replace("options    %s" % CMDLINE, "options    %s iommu=pt" % CMDLINE)
     with open(entry, "w") as f:
         f.write(text)
-    assert runtime.next_boot(root, topo) == (CMDLINE + " iommu=pt", [])
+    assert bootloaders.next_boot(root, topo) == (CMDLINE + " iommu=pt", [])
     # a microVM's guest cannot change what the hypervisor passes
     topo_none = topology.load("hgx-h200", bootloader="none")
-    assert runtime.next_boot(root, topo_none)[0].strip() == CMDLINE
+    assert bootloaders.next_boot(root, topo_none)[0].strip() == CMDLINE
 
 
 def test_bootctl_emulator(built, monkeypatch, capsys):
