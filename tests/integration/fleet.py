@@ -64,15 +64,18 @@ def sim(*args, **kw):
 
 
 class Fleet(object):
-    def __init__(self, path, nodes):
+    def __init__(self, path, nodes, bootloaders=None):
         self.path = path
         self.nodes = nodes  # {name: topology}
+        self.bootloaders = bootloaders or {}  # {name: grub|grubby|systemd-boot|uki|none}
         self.inventory = os.path.join(path, "inventory.yml")
 
     def create(self):
         args = ["create", "--fleet", self.path]
         for name, topo in sorted(self.nodes.items()):
             args += ["--node", "%s=%s" % (name, topo)]
+        for name, kind in sorted(self.bootloaders.items()):
+            args += ["--bootloader", "%s=%s" % (name, kind)]
         sim(*args)
         return self
 

@@ -12,7 +12,9 @@ A fleet is a directory::
     <fleet>/id_ed25519[.pub]      the fleet's login key; ssh_host_ed25519_key: the host key of every sshd
     <fleet>/configfs-watch.pid    the rdma_cm configfs watcher (configfs_watch.py)
     <fleet>/<node>/root/          the sysroot (tree.build_tree)
-    <fleet>/<node>/bin/           dcb ethtool update-grub grub-mkconfig grub2-mkconfig grubby systemctl udevadm
+    <fleet>/<node>/bin/           dcb ethtool systemctl udevadm ib_write_bw, and the boot loader's tools:
+                                  update-grub grub-mkconfig grub2-mkconfig grubby (bootloader grub/grubby),
+                                  bootctl (systemd-boot/uki), none on a microVM (bootloader none)
     <fleet>/<node>/enter          sshd ForceCommand: env + ``ip netns exec`` into the node
     <fleet>/<node>/sshd_config    one sshd per node on 127.0.0.1:<port>
     <fleet>/<node>/topology.json  the expanded topology (reboot rebuilds sys/ proc/ run/ from it: the
@@ -41,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from gpufabric_sim import bootsim
+from gpufabric_sim import bootloaders, bootsim
 
 LAB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TOPOLOGY = "hgx-h200"
@@ -62,7 +64,14 @@ WRAPPERS = {
     "systemctl": ("gpufabric_sim.services", "systemctl_main", True),
     "udevadm": ("gpufabric_sim.services", "udevadm_main", True),
     "ib_write_bw": ("gpufabric_sim.emulators.perftest", "main", True),
+    "bootctl": ("gpufabric_sim.emulators.bootctl", "main", False),
 }
+GRUB_TOOLS = bootloaders.GRUB_TOOLS
+BOOTLOADERS = bootloaders.KINDS
+
+
+def node_tools(topo):
+    return bootloaders.node_tools(topo, WRAPPERS)
 
 
 class SimError(Exception):
@@ -218,6 +227,9 @@ def build_parser():
     c.add_argument("--node", action="append", default=[], metavar="NAME=TOPOLOGY",
                    help="a node with its topology (repeat to mix topologies)")
     c.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT)
+    c.add_argument("--bootloader", action="append", default=[], metavar="NAME=KIND",
+                   help="boot loader of a node, replacing its topology's (%s); repeat per node"
+                        % "|".join(BOOTLOADERS))
     d = sub.add_parser("destroy", help="stop and remove a fleet (idempotent)")
     d.add_argument("--fleet", required=True)
     ls = sub.add_parser("list", help="nodes of a fleet, or the shipped topologies without --fleet")
@@ -320,6 +332,7 @@ def inventory_data(fleet, data):
                                        "-o IdentitiesOnly=yes -o LogLevel=ERROR",
             "ansible_python_interpreter": data["python"],
             "gpufabric_sim_topology": n["topology"],
+            "gpufabric_sim_bootloader": n.get("bootloader"),
             "gpufabric_sim_root": n["root"],
             "gpufabric_sim_fleet": fleet,
         }
@@ -718,7 +731,7 @@ def prepare_node(fleet, python, name, topo_name, index, fid, topo=None):
         json.dump(topo, f, indent=1, sort_keys=True)
     bindir = os.path.join(node_dir, "bin")
     os.makedirs(bindir)
-    for tool, (module, func, argv0) in sorted(WRAPPERS.items()):
+    for tool, (module, func, argv0) in sorted(node_tools(topo).items()):
         write_file(os.path.join(bindir, tool), render_wrapper(python, module, func, argv0), 0o755)
     ns = node_ns(fid, name)
     write_file(os.path.join(node_dir, "enter"), render_enter(node_dir, ns, ip_bin()), 0o755)
@@ -728,8 +741,8 @@ def prepare_node(fleet, python, name, topo_name, index, fid, topo=None):
             raise SimError("rail name %r is longer than 15 characters" % r["netdev"])
         rails.append({"netdev": r["netdev"], "ibdev": r["ibdev"], "mac": r["mac"], "ipv4": r["ipv4"],
                       "peer": peer_name(index, i)})
-    return {"name": name, "index": index, "topology": topo_name, "port": None, "ns": ns, "fleet": fleet,
-            "dir": node_dir, "root": root, "rails": rails, "sshd_pid": None}
+    return {"name": name, "index": index, "topology": topo_name, "bootloader": topo["bootloader"], "port": None,
+            "ns": ns, "fleet": fleet, "dir": node_dir, "root": root, "rails": rails, "sshd_pid": None}
 
 
 def start_sshd(node):
@@ -826,8 +839,25 @@ def start_watcher(fleet, python):
     return p.pid
 
 
-def create(fleet, specs, base_port=DEFAULT_BASE_PORT, python=None):
+def parse_bootloaders(items, specs):
+    """{node: kind} from repeated --bootloader NAME=KIND."""
+    names = set(n for n, _t in specs)
+    out = {}
+    for item in items or []:
+        name, sep, kind = item.partition("=")
+        if not sep or name not in names:
+            raise SimError("--bootloader %r: want NAME=KIND for a node of this fleet (%s)"
+                           % (item, ", ".join(sorted(names))))
+        if kind not in BOOTLOADERS:
+            raise SimError("--bootloader %r: KIND is one of %s" % (item, ", ".join(BOOTLOADERS)))
+        out[name] = kind
+    return out
+
+
+def create(fleet, specs, base_port=DEFAULT_BASE_PORT, python=None, bootloader_of=None):
+    """Create a fleet; ``bootloader_of`` ({node: kind}) replaces the topologies' boot loader per node."""
     fleet = os.path.abspath(fleet)
+    bootloader_of = bootloader_of or {}
     python = python or sys.executable
     if os.path.exists(os.path.join(fleet, "fleet.json")):
         raise SimError("%s already holds a fleet; destroy it first" % fleet)
@@ -856,10 +886,13 @@ def create(fleet, specs, base_port=DEFAULT_BASE_PORT, python=None):
         ip_batch(["link set dev lo up", "link add name br0 type bridge", "link set dev br0 up"], ns=leaf)
         _tree, topology = _import_tree()
         loaded = {}
-        for _name, topo_name in specs:
-            if topo_name not in loaded:
-                loaded[topo_name] = topology.load(topo_name)
-        jobs = [(fleet, python, name, topo_name, i + 1, fid, loaded[topo_name])
+        for name, topo_name in specs:
+            over = {"bootloader": bootloader_of[name]} if name in bootloader_of else {}
+            key = (topo_name, tuple(sorted(over.items())))
+            if key not in loaded:
+                loaded[key] = topology.load(topo_name, **over)
+        jobs = [(fleet, python, name, topo_name, i + 1, fid,
+                 loaded[(topo_name, (("bootloader", bootloader_of[name]),) if name in bootloader_of else ())])
                 for i, (name, topo_name) in enumerate(specs)]
         workers = min(len(jobs), os.cpu_count() or 1, 8)
         if workers > 1:
@@ -953,7 +986,6 @@ def udev_add(node, ibdev):
 
 
 def reboot(fleet, name):
-    from gpufabric_sim.emulators import grub
     from gpufabric_sim import services
     fleet = os.path.abspath(fleet)
     data = load_fleet(fleet)
@@ -961,16 +993,9 @@ def reboot(fleet, name):
     root = node["root"]
     # the old system goes down: every process in the namespace ends
     kill_pids(ns_pids(node["ns"]))
-    cmdline = grub.next_boot_cmdline(root)
-    notes = []
-    if not cmdline:
-        # no grub.cfg / BLS entry yet (the boot loader was never configured in this tree): the
-        # firmware boots what it booted before
-        with open(os.path.join(root, "proc", "cmdline")) as f:
-            cmdline = f.read()
-        notes.append("no grub.cfg or BLS entry below the sysroot: booted the previous command line")
     with open(os.path.join(node["dir"], "topology.json")) as f:
         topo = json.load(f)
+    cmdline, notes = bootloaders.next_boot(root, topo)
     mode = bootsim.iommu_mode(cmdline)
     # pseudo filesystems and /run come back as the kernel creates them: the tree builder is
     # deterministic, so a scratch build of the same topology is the node's boot state; built with
@@ -1049,7 +1074,7 @@ def main(argv=None):
     try:
         if args.cmd == "create":
             specs = parse_node_specs(args.nodes, args.node, args.topology)
-            data = create(args.fleet, specs, args.base_port)
+            data = create(args.fleet, specs, args.base_port, bootloader_of=parse_bootloaders(args.bootloader, specs))
             print(json.dumps({"fleet": data["fleet"], "inventory": os.path.join(data["fleet"], "inventory.yml"),
                               "nodes": [n["name"] for n in data["nodes"]], "timing": data["timing"]}, indent=1))
             return 0

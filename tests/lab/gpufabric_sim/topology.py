@@ -9,6 +9,8 @@ A topology is a plain dict (YAML in ``tests/lab/topologies/<name>.yml``)::
     kernel_release: 6.8.0-45-generic
     os: ubuntu                      # ubuntu | debian | rhel
     os_version: "24.04"
+    bootloader: grub                # grub (ubuntu/debian default) | grubby (rhel default: GRUB 2 + BLS)
+                                    # | systemd-boot | uki | none (microVM: command line from the hypervisor)
     cmdline: "BOOT_IMAGE=/boot/vmlinuz-6.8.0-45-generic root=UUID=... ro quiet splash"
     iommu: translated               # identity | translated | off
     nvidia_driver: {flavour: open, version: 550.127.05}   # flavour: open | proprietary | none
@@ -34,8 +36,13 @@ Per device, ``vendor``/``device``/``class``/``subsystem_vendor``/``subsystem_dev
 ``driver``/``numa`` (``numa: -1`` writes ``-1``; ``numa: null`` omits the file) and
 ``iommu_type`` (per-group type override) may be given; defaults come from ``kind``.
 
-``load(name_or_path)`` returns the expanded topology (generator applied, defaults filled);
-``names()`` lists the shipped topologies.
+``bootloader`` other than grub/grubby leaves the node without GRUB: no ``/etc/default/grub``, no grub.cfg, no
+update-grub/grub-mkconfig/grubby tools. ``systemd-boot`` and ``uki`` boot through UEFI (ESP at ``/boot/efi``,
+EFI variables ``LoaderInfo``/``StubInfo``); ``none`` is a microVM booted by the hypervisor (no EFI, ``/boot``
+empty). The boot loader passes no ``BOOT_IMAGE=`` there, so it is dropped from ``cmdline``.
+
+``load(name_or_path, **overrides)`` returns the expanded topology (generator applied, defaults filled; overrides
+replace top-level keys, e.g. ``bootloader="none"``); ``names()`` lists the shipped topologies.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -68,6 +75,7 @@ KIND_DEFAULTS = {
 }
 
 DEFAULT_ACS_CAP = 0x005F
+BOOTLOADERS = ("grub", "grubby", "systemd-boot", "uki", "none")
 
 
 class TopologyError(ValueError):
@@ -83,8 +91,9 @@ def names():
     return found
 
 
-def load(name_or_path=None):
-    """Load a shipped topology by name, a YAML file by path, or expand a dict."""
+def load(name_or_path=None, **overrides):
+    """Load a shipped topology by name, a YAML file by path, or expand a dict; ``overrides`` replace top-level
+    keys before the expansion (``bootloader="none"``)."""
     if isinstance(name_or_path, dict):
         raw = copy.deepcopy(name_or_path)
     else:
@@ -95,6 +104,8 @@ def load(name_or_path=None):
             raise TopologyError("unknown topology %r (shipped: %s)" % (name, ", ".join(names())))
         with open(path) as f:
             raw = yaml.safe_load(f)
+    raw = raw or {}
+    raw.update(overrides)
     return expand(raw)
 
 
@@ -175,8 +186,17 @@ def expand(raw):
     if topo["os"] not in ("ubuntu", "debian", "rhel"):
         raise TopologyError("os must be ubuntu, debian or rhel, not %r" % topo["os"])
     topo.setdefault("os_version", {"ubuntu": "24.04", "debian": "12", "rhel": "9.4"}[topo["os"]])
+    topo.setdefault("bootloader", "grubby" if topo["os"] == "rhel" else "grub")
+    if topo["bootloader"] not in BOOTLOADERS:
+        raise TopologyError("bootloader must be one of %s, not %r" % (", ".join(BOOTLOADERS), topo["bootloader"]))
+    if (topo["bootloader"], topo["os"] == "rhel") in (("grub", True), ("grubby", False)):
+        raise TopologyError("bootloader %s does not fit os %s (grub: ubuntu/debian, grubby: rhel)"
+                            % (topo["bootloader"], topo["os"]))
     topo.setdefault("cmdline", "BOOT_IMAGE=/boot/vmlinuz-%s root=UUID=3f1a2c9e-5b7d-4e21-9a0c-6d8e2f4b1c70 ro"
                     % topo["kernel_release"])
+    if topo["bootloader"] not in ("grub", "grubby"):
+        # only GRUB passes BOOT_IMAGE=; systemd-boot, a UKI's stub and a hypervisor's direct kernel boot do not
+        topo["cmdline"] = " ".join(w for w in topo["cmdline"].split() if not w.startswith("BOOT_IMAGE="))
     topo.setdefault("iommu", "translated")
     if topo["iommu"] not in ("identity", "translated", "off"):
         raise TopologyError("iommu must be identity, translated or off")

@@ -91,15 +91,29 @@ def run_module(env, check=False, diff=False, **params):
         raise AssertionError("module printed no JSON: %r %r" % (out, err))
 
 
-SETUPS = {"debian": debian, "rocky": rocky}
+def debian_admin_iommu_off(root):
+    debian(root)
+    _w(root, "etc/default/grub", 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=off"\n'
+       'GRUB_CMDLINE_LINUX=""\n')
+
+
+def debian_clean(root):
+    debian(root)
+    _w(root, "etc/default/grub", 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX=""\n')
+
+
+SETUPS = {"debian": debian_clean, "rocky": rocky}
 FLOW_CASES = [
-    ("debian", "grub", 'GRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=off"', 'GRUB_CMDLINE_LINUX="iommu=pt"'),
-    ("rocky", "grubby", 'args="ro iommu=off quiet"', 'args="ro iommu=pt quiet"'),
+    # the drop-in before (absent) and after; the admin's /etc/default/grub has no conflict
+    ("debian", "grub", "", 'GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX:+$GRUB_CMDLINE_LINUX }iommu=pt"', [],
+     ["quiet"]),
+    ("rocky", "grubby", 'args="ro iommu=off quiet"', 'args="ro iommu=pt quiet"', ["iommu=off"], []),
 ]
 
 
-@pytest.mark.parametrize("distro,bootloader,diff_before,diff_after", FLOW_CASES, ids=[x[0] for x in FLOW_CASES])
-def test_flow(env, distro, bootloader, diff_before, diff_after):
+@pytest.mark.parametrize("distro,bootloader,diff_before,diff_after,removed,kept", FLOW_CASES,
+                         ids=[x[0] for x in FLOW_CASES])
+def test_flow(env, distro, bootloader, diff_before, diff_after, removed, kept):
     SETUPS[distro](env["root"])
     before = tree_hash(env["root"])
     r = run_module(env, check=True, diff=True, present=["iommu=pt"])
@@ -110,17 +124,79 @@ def test_flow(env, distro, bootloader, diff_before, diff_after):
     assert r["diff"]["before_header"].endswith("(before)")
     assert {"concern": "cmdline", "object": "running", "key": "iommu",
             "current": "iommu=off", "desired": "iommu=pt"} in r["drift"]
+    assert r["concerns"]["cmdline"]["status"] == "drift"
 
     r1 = run_module(env, present=["iommu=pt"])
     assert r1["changed"] is True and r1["reboot_required"] is True
-    assert r1["args_added"] == ["iommu=pt"] and r1["args_removed"] == ["iommu=off"]
+    assert r1["args_added"] == ["iommu=pt"] and r1["args_removed"] == removed
     assert "iommu=pt" in r1["cmdline_next"].split() and "iommu=off" not in r1["cmdline_next"]
+    assert all(k in r1["cmdline_next"].split() for k in kept)
     assert "iommu=off" in r1["cmdline_current"].split()
     assert "diff" not in r1
+    assert r1["concerns"]["cmdline"]["status"] == "ok" and r1["concerns"]["cmdline"]["corrected"] is True
 
     r2 = run_module(env, present=["iommu=pt"])
     assert r2["changed"] is False and r2["reboot_required"] is True
     assert [d for d in r2["drift"] if d["object"] == "bootloader"] == []
+    assert r2["concerns"]["cmdline"] == {"status": "ok", "reason": None, "items": []}
+
+
+def test_admin_conflict_is_drift_not_failure(env):
+    debian_admin_iommu_off(env["root"])
+    admin = open(os.path.join(env["root"], "etc/default/grub")).read()
+    for check in (True, False):
+        r = run_module(env, check=check, present=["iommu=pt"])
+        assert r.get("failed") is not True, r
+        doc = r["concerns"]["cmdline"]
+        assert doc["status"] == "drift"
+        assert {"concern": "cmdline", "object": "/etc/default/grub", "key": "iommu", "current": "iommu=off",
+                "desired": "iommu=pt"} in doc["items"]
+        assert "remove it there" in doc["reason"]
+        assert r["reboot_required"] is False
+    assert open(os.path.join(env["root"], "etc/default/grub")).read() == admin
+
+
+def microvm(root):
+    """The field host: an Ubuntu 24.04 microVM whose kernel and command line come from the hypervisor."""
+    _w(root, "etc/os-release", 'PRETTY_NAME="Ubuntu 24.04.1 LTS"\nNAME="Ubuntu"\nVERSION_ID="24.04"\nID=ubuntu\n'
+       'ID_LIKE=debian\n')
+    os.makedirs(os.path.join(root, "boot"))
+    _w(root, "proc/cmdline", "console=ttyS0 reboot=k panic=1 pci=realloc root=/dev/vda rw\n")
+    _w(root, "proc/sys/kernel/osrelease", "6.8.0-45-generic\n")
+
+
+MICROVM_CASES = [
+    # present, status, reason part, running items
+    (["pci=realloc"], "not_applicable", "already has the wanted arguments", []),
+    (["iommu=pt"], "drift", "/proc/cmdline lacks iommu=pt",
+     [{"concern": "cmdline", "object": "running", "key": "iommu", "current": None, "desired": "iommu=pt"}]),
+]
+
+
+@pytest.mark.parametrize("present,status,reason,items", MICROVM_CASES, ids=[c[1] for c in MICROVM_CASES])
+def test_no_boot_loader_check_and_real(env, present, status, reason, items):
+    microvm(env["root"])
+    for t in ("update-grub", "grub-mkconfig", "grub2-mkconfig", "grubby"):
+        os.unlink(os.path.join(env["bin"], t))
+    before = tree_hash(env["root"])
+    for check in (True, False):
+        r = run_module(env, check=check, diff=True, present=present)
+        assert r.get("failed") is not True, r
+        assert r["changed"] is False and r["reboot_required"] is False
+        assert r["bootloader"] == "none" and r["cmdline_next"] is None
+        doc = r["concerns"]["cmdline"]
+        assert doc["status"] == status and reason in doc["reason"] and "hypervisor" in doc["reason"]
+        assert doc["items"] == items and r["drift"] == items
+        assert r["diff"]["before"] == r["diff"]["after"] == ""
+    assert tree_hash(env["root"]) == before
+
+
+def test_explicit_grub_on_a_microvm_fails(env):
+    microvm(env["root"])
+    for t in ("update-grub", "grub-mkconfig", "grub2-mkconfig"):
+        os.unlink(os.path.join(env["bin"], t))
+    r = run_module(env, present=["iommu=pt"], bootloader="grub")
+    assert r.get("failed") is True and "bootloader=grub" in r["msg"], r
 
 
 @pytest.mark.parametrize("params,match", [
@@ -128,6 +204,9 @@ def test_flow(env, distro, bootloader, diff_before, diff_after):
     ({"present": ["iommu=on"]}, "iommu= accepts"),
     ({"present": ["iommu=pt"], "absent": ["iommu"]}, "both in present"),
     ({"present": ["a b"]}, "whitespace"),
+    ({"present": ["iommu=pt\u0000"]}, "control character"),
+    ({"absent": ["quiet\u0000"]}, "control character"),
+    ({"present": ["iommu=pt"], "bootloader": "systemd-boot"}, "bootloader=systemd-boot: no systemd-boot found"),
     ({"present": ["iommu=pt"], "bootloader": "grubby"}, "grubby was not found"),
     ({"present": ["iommu=pt"], "bootloader": "lilo"}, "value of bootloader must be one of"),
 ])

@@ -1,0 +1,133 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The grubby backend of the kernel command line (EL with Boot Loader Spec entries).
+
+``grubby --info=ALL`` is read and only the difference is applied with ``grubby --update-kernel=...
+--args=... --remove-args=...``; grubby-bls edits every entry's ``options`` line.
+
+This file is private to the collection: no stable API is promised.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_args import (
+    CmdlineError,
+    Plan,
+    _check,
+    join_kernel,
+    merge,
+    split_cmdline,
+    token_diff,
+)
+
+
+def parse_grubby_info(text):
+    """``grubby --info=...`` output -> list of entry dicts (index as int, quotes removed)."""
+    entries = []
+    cur = None
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if "=" not in line:
+            continue
+        k, v = line.split("=", 1)
+        if len(v) >= 2 and v[0] == '"' and v[-1] == '"':
+            v = v[1:-1]
+        if k == "index":
+            cur = {"index": int(v)}
+            entries.append(cur)
+        elif cur is not None:
+            cur[k] = v
+    return entries
+
+
+class GrubbyBackend(object):
+    """EL: read with ``grubby --info=ALL``, change with ``grubby --update-kernel=... --args --remove-args``."""
+
+    name = "grubby"
+    max_passes = 3
+
+    def __init__(self, sysroot, run, bin_path):
+        self.sysroot = sysroot
+        self.run = run
+        self.grubby = bin_path("grubby")
+        if not self.grubby:
+            raise CmdlineError("grubby was not found in PATH; install the grubby package")
+
+    def entries(self):
+        out = _check(self.run, [self.grubby, "--info=ALL"], "grubby --info=ALL")
+        ents = [e for e in parse_grubby_info(out) if e.get("kernel") and "args" in e]
+        if not ents:
+            raise CmdlineError("grubby --info=ALL lists no kernel entry")
+        for e in ents:
+            e["tokens"] = split_cmdline(e["args"])
+        return ents
+
+    def default_kernel(self):
+        out = _check(self.run, [self.grubby, "--default-kernel"], "grubby --default-kernel")
+        return out.strip().splitlines()[-1].strip() if out.strip() else None
+
+    def _default_entry(self, ents):
+        dk = self.default_kernel()
+        for e in ents:
+            if e["kernel"] == dk:
+                return e
+        return ents[0]
+
+    def plan(self, present, absent):
+        ents = self.entries()
+        default = self._default_entry(ents)
+        self.todo = []
+        for e in ents:
+            new = merge(e["tokens"], present, absent)
+            if new != e["tokens"]:
+                added, removed = token_diff(e["tokens"], new)
+                self.todo.append((e["kernel"], added, removed))
+        new_default = merge(default["tokens"], present, absent)
+        plan = Plan(default["tokens"], new_default, 'args="%s"\n' % default["args"],
+                    'args="%s"\n' % join_kernel(new_default),
+                    "grubby default entry %s" % default["kernel"])
+        self.default = default
+        plan.changed = bool(self.todo)
+        plan.root = default.get("root")
+        return plan
+
+    def _commands(self, nents):
+        groups = {}
+        for kernel, added, removed in self.todo:
+            groups.setdefault((tuple(added), tuple(removed)), []).append(kernel)
+        cmds = []
+        for (added, removed), kernels in sorted(groups.items()):
+            targets = ["ALL"] if len(groups) == 1 and len(kernels) == nents else kernels
+            for target in targets:
+                argv = [self.grubby, "--update-kernel=%s" % target]
+                if added:
+                    argv.append("--args=%s" % join_kernel(added))
+                if removed:
+                    argv.append("--remove-args=%s" % join_kernel(removed))
+                cmds.append(argv)
+        return cmds
+
+    def apply(self, plan, present, absent):
+        for _pass in range(self.max_passes):
+            ents = self.entries()
+            self.todo = []
+            for e in ents:
+                new = merge(e["tokens"], present, absent)
+                if new != e["tokens"]:
+                    added, removed = token_diff(e["tokens"], new)
+                    self.todo.append((e["kernel"], added, removed))
+            if not self.todo:
+                # report what grubby really wrote (it appends new arguments at the end)
+                for e in ents:
+                    if e["kernel"] == self.default["kernel"]:
+                        plan.after = list(e["tokens"])
+                        plan.added, plan.removed = token_diff(plan.before, plan.after)
+                return
+            for argv in self._commands(len(ents)):
+                plan.actions.append(" ".join(argv[1:]))
+                _check(self.run, argv, "grubby")
+        left = [k for k, _a, _r in self.todo]
+        raise CmdlineError("grubby did not converge after %d passes for %s" % (self.max_passes, ", ".join(left)))
