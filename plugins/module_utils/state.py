@@ -402,6 +402,8 @@ def plan_record(sysroot, concern, data, path=STATE_FILE, keep=None):
     if keep:
         section = keep_previous(current.get(concern), section, keep)
         section = None if section is None else validate_section(concern, section)
+    if section is None and before_text is None:
+        return False, "", ""    # nothing to record and no file: nothing to write
     after = copy.deepcopy(current)
     if section is None:
         after.pop(concern, None)
