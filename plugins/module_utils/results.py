@@ -92,14 +92,15 @@ def failure_message(what, noun, results):
     return head + (" (%s)" % "; ".join(tail) if tail else "")
 
 
-def annotate(items, results):
+def annotate(items, results, object_of=None):
     """Drift items with the ``result`` (and ``error``) of their object, for a concern's error status; items of
-    objects without a result (a state file) are left as they are."""
+    objects without a result (a state file) are left as they are. ``object_of(item)``: the result object an item
+    belongs to (default its ``object``; rail_sysctl's results are per setting)."""
     by_obj = dict((r["object"], r) for r in results)
     out = []
     for i in items:
         item = dict(i)
-        r = by_obj.get(i.get("object"))
+        r = by_obj.get(object_of(i) if object_of else i.get("object"))
         if r is not None:
             item["result"] = r["result"]
             if r["error"]:
