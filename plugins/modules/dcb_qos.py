@@ -210,7 +210,7 @@ results:
        error: "dcb pfc set dev ens5np0 prio-pfc all:off 3:on failed on rail ens5np0 (rc=1): Attribute write: ..."}
 concerns:
   description:
-    - The status of concern C(dcb) (see C(docs/concerns.md)), C({dcb: {status, reason, items}}).
+    - The status of concern C(dcb) (see C(docs/concerns.md)), keyed by C(dcb), with C(status), C(reason) and C(items).
     - C(drift) in check mode when something differs, C(ok) otherwise (with C(corrected) after a real run corrected
       items), C(error) when the module fails; after a partial apply its items carry each rail's C(result) and
       C(error).

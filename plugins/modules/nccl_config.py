@@ -100,7 +100,7 @@ rails:
   elements: dict
   sample: [{"rail": "ens1np0", "device": "mlx5_0", "port": 1, "gid_index": 3}]
 concerns:
-  description: The status of concern C(nccl) (see C(docs/concerns.md)), C({nccl: {status, reason, items}}):
+  description: The status of concern C(nccl) (see C(docs/concerns.md)), keyed by C(nccl), with C(status), C(reason) and C(items);
     C(drift) in check mode when the file differs, C(ok) otherwise (C(corrected) after a real run rewrote it);
     C(error) when the module fails.
   returned: always

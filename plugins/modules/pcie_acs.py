@@ -26,7 +26,7 @@ description:
     read-modify-write of the managed bits only, then read back; the task fails when the read-back differs.
     Only bits that the ACS capability register says are implemented are cleared.
   - Every bridge is resolved and read before anything is written; when one cannot be read, nothing is written.
-    A write that fails (or does not read back) fails that bridge only: the others are still written, and the task
+    A write that fails (or does not read back) fails that bridge only; the others are still written, and the task
     fails at the end naming every failed bridge, with RV(changed) and RV(results) saying what was cleared.
   - The runtime write takes effect at once and is lost at reboot (the kernel sets ACS again during enumeration
     when an IOMMU is on). O(persist) decides how it is kept.
@@ -218,14 +218,14 @@ off_path_clear:
 results:
   description: One entry per selected bridge, also when the module fails; C(object) the BDF, C(result)
     C(changed) (in check mode, would change), C(unchanged) or C(failed), C(error), C(changes)
-    (C([{key: acs_ctrl, before, after}])).
+    (C(key) C(acs_ctrl), C(before), C(after)).
   returned: always
   type: list
   elements: dict
   sample: [{"object": "0000:17:00.0", "result": "changed", "error": null,
             "changes": [{"key": "acs_ctrl", "before": "0x001d", "after": "0x0011"}]}]
 concerns:
-  description: The status of concern C(acs) (see C(docs/concerns.md)), C({acs: {status, reason, items}});
+  description: The status of concern C(acs) (see C(docs/concerns.md)), keyed by C(acs), with C(status), C(reason) and C(items);
     C(error) when the module fails, its items then carrying each bridge's C(result) and C(error).
   returned: always
   type: dict

@@ -125,7 +125,7 @@ routing:
 results:
   description: One entry per setting, also when the module fails; C(object) the sysctl key
     (C(net.ipv4.conf.<iface>.<key>)), C(result) C(changed) (in check mode, would change), C(unchanged) or
-    C(failed), C(error), C(changes) (C([{key: value, before, after}])).
+    C(failed), C(error), C(changes) (C(key) C(value), C(before), C(after)).
   returned: always
   type: list
   elements: dict
@@ -133,7 +133,7 @@ results:
             "changes": [{"key": "value", "before": 1, "after": 2}]}]
 concerns:
   description:
-    - The status of concerns C(sysctl) and C(routing) (see C(docs/concerns.md)), C({sysctl: {...}, routing: {...}}).
+    - The status of concerns C(sysctl) and C(routing) (see C(docs/concerns.md)), keyed by C(sysctl) and C(routing).
     - C(routing) is C(not_applicable) with O(routing=false) when nothing of an earlier run's per-rail routing is
       left, C(drift) when C(/etc/gpufabric/routing.json) or the C(routing) section of C(state.json) is still there
       (the boot-time applier re-applies it; this module leaves existing routing alone).

@@ -123,13 +123,15 @@ results:
   sample: [{"object": "mlx5_0/1", "result": "changed", "error": null,
             "changes": [{"key": "default_roce_tos", "before": 0, "after": 106}]}]
 concerns:
-  description: The status of concern C(rdma_cm) (see C(docs/concerns.md)), C({rdma_cm: {status, reason, items}});
+  description: The status of concern C(rdma_cm) (see C(docs/concerns.md)), keyed by C(rdma_cm), with C(status), C(reason) and C(items);
     C(error) when the module fails, its items then carrying each port's C(result) and C(error).
   returned: always
   type: dict
-  sample: {"rdma_cm": {"status": "drift", "reason": "1 item(s) differ from the desired state: mlx5_0/1 default_roce_tos",
-           "items": [{"concern": "rdma_cm", "object": "mlx5_0/1", "key": "default_roce_tos", "current": 0,
-                      "desired": 106}]}}
+  sample:
+    rdma_cm:
+      status: drift
+      reason: "1 item(s) differ from the desired state: mlx5_0/1 default_roce_tos"
+      items: [{"concern": "rdma_cm", "object": "mlx5_0/1", "key": "default_roce_tos", "current": 0, "desired": 106}]
 configfs:
   description: C(present), C(loaded) (the module loaded rdma_cm/mounted configfs) or C(would load) (check mode).
   returned: always
