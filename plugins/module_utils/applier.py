@@ -19,9 +19,13 @@ calling the same functions the modules call: ``dcb.apply_dcb``, ``rdma_cm.apply_
   recreates the netdev, resetting DCB); PCIe bridges, nvidia-fs and routing tables are not reset by it.
 
 Devices that have not appeared yet are waited for, up to ``wait_timeout`` seconds in total;
-whatever is still missing then is reported as an error, the rest is applied. One log line per
-change (``log``), journald-friendly; the return code is 0 when everything recorded was applied (or
-already in place), 1 when something could not be applied, 2 when the state file is unusable.
+whatever is still missing then is reported as an error, the rest is applied. Every rail, device
+port and bridge is applied on its own: one that fails gets an error line naming it and the others
+are applied all the same. Each recorded group of objects gets its own settings (after a partial
+apply of a module, state.json keeps a failed object on what it had). One log line per object and
+key changed, as read back (``log``), journald-friendly; the return code is 0 when everything
+recorded was applied (or already in place), 1 when something could not be applied, 2 when the
+state file is unusable.
 A lock file (``/run/gpufabric-apply.lock``) serialises the boot run and the per-device runs.
 
 CLI: ``python -m ansible_collections.gpufabric.node.plugins.module_utils.applier
@@ -100,7 +104,7 @@ class _Run(object):
             text = "%s %s %s -> %s" % (d.get("object"), d.get("key"), _fmt(d.get("current")), _fmt(d.get("desired")))
             self.change(concern, text)
 
-    def results(self, concern, entries):
+    def log_results(self, concern, entries):
         """One line per object and key that changed (check mode: would change), as read back, failed objects
         included (they may have changed in part); one error line per failed object."""
         for line in results.change_lines(entries):
@@ -175,7 +179,7 @@ def _apply_dcb(ctx, section, only_rails):
         done["changed"] = done["changed"] or res["changed"]
         done["rails"].extend(present)
         done["results"].extend(res["results"])
-        ctx.results("dcb", res["results"])
+        ctx.log_results("dcb", res["results"])
     if done["rails"]:
         ctx.concerns["dcb"] = done
 
@@ -236,7 +240,7 @@ def _apply_tos_group(ctx, section, only_device, done):
     done["changed"] = done["changed"] or res["changed"]
     done["ports"].extend("%s/%d" % (p["device"], p["port"]) for p in res["ports"])
     done["results"].extend(res["results"])
-    ctx.results("rdma_cm", res["results"])
+    ctx.log_results("rdma_cm", res["results"])
     return True
 
 
@@ -246,7 +250,7 @@ def _apply_acs(ctx, section, done=None):
     except (ValueError, OSError, IOError) as e:
         ctx.error("acs", str(e))
         return
-    ctx.results("acs", res["results"])
+    ctx.log_results("acs", res["results"])
     done = done if done is not None else {"changed": False, "bridges": [], "results": []}
     done["changed"] = done["changed"] or res["changed"]
     done["bridges"].extend(b.get("bdf") for b in res["bridges"])

@@ -30,6 +30,8 @@ from gpufabric_sim.emulators import dcb as dcb_emu
 from gpufabric_sim.emulators import ethtool as ethtool_emu
 from modrunner import run_module
 
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 MODULE_DIR = os.path.join(REPO, "plugins", "modules")
@@ -160,3 +162,7 @@ def test_check_mode(name, node, monkeypatch):
         "%s in check mode on the drifted node says changed=%r; a real run %s" % (
             name, res["changed"], "would change it" if case.writes else "changes nothing"))
     assert after == before, "%s wrote below the sysroot in check mode" % name
+    # modules that report concern statuses: valid documents, and drift where a real run would change something
+    statuses = dict((c, concerns.normalize(c, doc)["status"]) for c, doc in (res.get("concerns") or {}).items())
+    if statuses and case.writes:
+        assert concerns.DRIFT in statuses.values(), statuses
