@@ -37,6 +37,7 @@ __metaclass__ = type
 import json
 
 from ansible_collections.gpufabric.node.plugins.module_utils import pci
+from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import topology
 
 STATE_FILE = "/etc/gpufabric/acs.json"
@@ -329,10 +330,13 @@ def apply_acs(sysroot, bridges, clear_bits, check_mode=False, scan=None, all_or_
     if result["errors"] and all_or_nothing:
         for entry, _desired in planned:
             entry["status"] = "not_written"
+            entry["error"] = "not written: another bridge could not be read, and then none is written"
+        result["results"] = bridge_results(result["bridges"])
         return result
     for entry, desired in planned:
         if check_mode:
             entry["status"] = "would_clear"
+            result["changed"] = True
             continue
         try:
             before, after = pci.write_acs_ctrl(sysroot, entry["bdf"], desired)
@@ -346,7 +350,22 @@ def apply_acs(sysroot, bridges, clear_bits, check_mode=False, scan=None, all_or_
         entry["setpci"] = setpci_command(entry["bdf"], after)
         entry["status"] = "cleared"
         result["changed"] = result["changed"] or before != after
+    result["results"] = bridge_results(result["bridges"])
     return result
+
+
+def bridge_results(entries):
+    """One results.result per bridge entry of apply_acs (object: the BDF)."""
+    out = []
+    for e in entries:
+        if e["status"] in ("error", "not_written"):
+            out.append(results.result(e["bdf"], results.FAILED, e.get("error") or e["status"]))
+        elif e["status"] in ("cleared", "would_clear") and e["ctrl_before"] != e["ctrl_after"]:
+            out.append(results.result(e["bdf"], results.CHANGED,
+                                      changes=[results.change("acs_ctrl", e["ctrl_before"], e["ctrl_after"])]))
+        else:
+            out.append(results.result(e["bdf"], results.UNCHANGED))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -411,10 +430,47 @@ def diff_lines(entries, key):
     return "".join(lines)
 
 
-def state_document(entries, clear_names):
-    bridges = [{"bdf": e["bdf"], "kernel_path": e["kernel_path"]}
-               for e in sorted(entries, key=lambda x: pci.parse_bdf(x["bdf"])) if e.get("acs")]
-    return {"schema": STATE_SCHEMA, "clear": list(clear_names), "bridges": bridges}
+APPLIED = ("ok", "cleared", "would_clear")
+FAILED = ("error", "not_written")
+
+
+def _bridge_key(b):
+    return b.get("kernel_path") or b.get("bdf")
+
+
+def state_document(entries, clear_names, previous=None):
+    """The acs.json document after applying ``entries`` (apply_acs's bridges): the bridges with ACS that were
+    applied (or needed nothing) with ``clear_names``; each failed one keeps its entry in ``previous`` (the document
+    read before), with the bits recorded for it then (``clear`` on the entry when they differ from the document's),
+    so the boot-time applier re-applies what each bridge really has."""
+    clear_names = list(clear_names)
+    bridges = [{"bdf": e["bdf"], "kernel_path": e["kernel_path"]} for e in entries
+               if e.get("acs") and e.get("status") in APPLIED]
+    failed = set(_bridge_key(e) for e in entries if e.get("status") in FAILED) | \
+        set(e.get("bdf") for e in entries if e.get("status") in FAILED)
+    for b in (previous or {}).get("bridges", []):
+        if _bridge_key(b) in failed or b.get("bdf") in failed:
+            kept = {"bdf": b.get("bdf"), "kernel_path": b.get("kernel_path")}
+            clear = b.get("clear") or previous.get("clear") or DEFAULT_CLEAR
+            if list(clear) != clear_names:
+                kept["clear"] = list(clear)
+            bridges.append(kept)
+    bridges.sort(key=lambda x: pci.parse_bdf(x["bdf"]) if x.get("bdf") else (0xFFFF,))
+    return {"schema": STATE_SCHEMA, "clear": clear_names, "bridges": bridges}
+
+
+def state_groups(doc):
+    """[(bridges, clear)] of a recorded document: the bridges grouped by the bits recorded for them."""
+    groups = []
+    for b in doc.get("bridges", []):
+        clear = list(b.get("clear") or doc.get("clear") or DEFAULT_CLEAR)
+        spec = {"bdf": b.get("bdf"), "kernel_path": b.get("kernel_path")}
+        same = [g for g in groups if g[1] == clear]
+        if same:
+            same[0][0].append(spec)
+        else:
+            groups.append(([spec], clear))
+    return groups
 
 
 def render_state(doc):
@@ -458,4 +514,10 @@ def apply_state(sysroot, check_mode=False):
     doc = read_state(sysroot)
     if doc is None:
         return None
-    return apply_acs(sysroot, doc["bridges"], doc.get("clear") or DEFAULT_CLEAR, check_mode)
+    out = {"changed": False, "bridges": [], "drift": [], "errors": [], "results": []}
+    for bridges, clear in state_groups(doc):
+        res = apply_acs(sysroot, bridges, clear, check_mode)
+        out["changed"] = out["changed"] or res["changed"]
+        for k in ("bridges", "drift", "errors", "results"):
+            out[k].extend(res[k])
+    return out

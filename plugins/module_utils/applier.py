@@ -19,9 +19,13 @@ calling the same functions the modules call: ``dcb.apply_dcb``, ``rdma_cm.apply_
   recreates the netdev, resetting DCB); PCIe bridges, nvidia-fs and routing tables are not reset by it.
 
 Devices that have not appeared yet are waited for, up to ``wait_timeout`` seconds in total;
-whatever is still missing then is reported as an error, the rest is applied. One log line per
-change (``log``), journald-friendly; the return code is 0 when everything recorded was applied (or
-already in place), 1 when something could not be applied, 2 when the state file is unusable.
+whatever is still missing then is reported as an error, the rest is applied. Every rail, device
+port and bridge is applied on its own: one that fails gets an error line naming it and the others
+are applied all the same. Each recorded group of objects gets its own settings (after a partial
+apply of a module, state.json keeps a failed object on what it had). One log line per object and
+key changed, as read back (``log``), journald-friendly; the return code is 0 when everything
+recorded was applied (or already in place), 1 when something could not be applied, 2 when the
+state file is unusable.
 A lock file (``/run/gpufabric-apply.lock``) serialises the boot run and the per-device runs.
 
 CLI: ``python -m ansible_collections.gpufabric.node.plugins.module_utils.applier
@@ -42,7 +46,7 @@ import subprocess
 import sys
 import time
 
-from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, rdma_cm, routing, state, topology
+from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, rdma_cm, results, routing, state, topology
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 DEFAULT_WAIT_S = 30.0
@@ -100,6 +104,14 @@ class _Run(object):
             text = "%s %s %s -> %s" % (d.get("object"), d.get("key"), _fmt(d.get("current")), _fmt(d.get("desired")))
             self.change(concern, text)
 
+    def log_results(self, concern, entries):
+        """One line per object and key that changed (check mode: would change), as read back, failed objects
+        included (they may have changed in part); one error line per failed object."""
+        for line in results.change_lines(entries):
+            self.change(concern, line)
+        for r in results.failed(entries):
+            self.error(concern, r["error"] if r["object"] in r["error"] else "%s: %s" % (r["object"], r["error"]))
+
     def error(self, concern, text):
         line = "error: %s: %s" % (concern, text)
         self.errors.append(line)
@@ -143,23 +155,33 @@ def _rails_by_ibdev(sysroot):
 # --- concerns --------------------------------------------------------------------------------------
 
 def _apply_dcb(ctx, section, only_rails):
-    rails = section["rails"] if only_rails is None else [r for r in section["rails"] if r in only_rails]
-    if not rails:
+    """Each recorded group of rails (state.json keeps a failed rail on its earlier settings) with its settings."""
+    groups = [([r for r in rails if only_rails is None or r in only_rails], desired)
+              for rails, desired in state.dcb_groups(section)]
+    groups = [(rails, desired) for rails, desired in groups if rails]
+    if not groups:
         ctx.skip("dcb", "no recorded rail belongs to this device")
         return
-    missing = ctx.wait(lambda: [r for r in rails if not _netdev_present(ctx.sysroot, r)])
+    everyone = [r for rails, _d in groups for r in rails]
+    missing = ctx.wait(lambda: [r for r in everyone if not _netdev_present(ctx.sysroot, r)])
     for r in missing:
         ctx.error("dcb", "rail %s did not appear (no /sys/class/net/%s)" % (r, r))
-    present = [r for r in rails if r not in missing]
-    if not present:
-        return
-    try:
-        res = dcb.apply_dcb(ctx.run, present, state.dcb_desired(section), ctx.check_mode, sysroot=ctx.sysroot)
-    except (dcb.DcbValidationError, dcb.DcbError, OSError, IOError) as e:
-        ctx.error("dcb", str(e))
-        return
-    ctx.concerns["dcb"] = {"changed": res["changed"], "rails": present}
-    ctx.drift("dcb", res["drift"])
+    done = {"changed": False, "rails": [], "results": []}
+    for rails, desired in groups:
+        present = [r for r in rails if r not in missing]
+        if not present:
+            continue
+        try:
+            res = dcb.apply_dcb(ctx.run, present, desired, ctx.check_mode, sysroot=ctx.sysroot)
+        except (dcb.DcbValidationError, dcb.DcbError, OSError, IOError) as e:
+            ctx.error("dcb", "rail(s) %s: %s" % (", ".join(present), e))
+            continue
+        done["changed"] = done["changed"] or res["changed"]
+        done["rails"].extend(present)
+        done["results"].extend(res["results"])
+        ctx.log_results("dcb", res["results"])
+    if done["rails"]:
+        ctx.concerns["dcb"] = done
 
 
 def _tos_pairs(ctx, section, only_device, by_dev, by_rail):
@@ -184,6 +206,16 @@ def _tos_pairs(ctx, section, only_device, by_dev, by_rail):
 
 
 def _apply_tos(ctx, section, only_device):
+    """Each recorded group (rails or devices with their ToS; a failed one may keep an earlier ToS)."""
+    done = {"changed": False, "ports": [], "results": []}
+    found = [_apply_tos_group(ctx, group, only_device, done) for group in state.groups_of(section)]
+    if only_device is not None and not any(found) and not ctx.errors:
+        ctx.skip("rdma_cm", "device %s is not in the recorded ToS set" % only_device)
+    if done["ports"]:
+        ctx.concerns["rdma_cm"] = done
+
+
+def _apply_tos_group(ctx, section, only_device, done):
     holder = {"pairs": []}
 
     def missing_now():
@@ -197,42 +229,46 @@ def _apply_tos(ctx, section, only_device):
         ctx.error("rdma_cm", m)
     pairs = holder["pairs"]
     if not pairs:
-        if only_device is not None and not ctx.errors:
-            ctx.skip("rdma_cm", "device %s is not in the recorded ToS set" % only_device)
-        return
+        return False
     try:
         res = rdma_cm.apply_tos(ctx.sysroot, pairs, section["tos"], ctx.check_mode, run=ctx.run)
     except (ValueError, rdma_cm.RdmaCmError, OSError, IOError) as e:
         ctx.error("rdma_cm", "default_roce_tos: %s" % e)
-        return
+        return True
     if res["configfs"] in ("loaded", "would load"):
         ctx.change("rdma_cm", "configfs/rdma_cm %s" % res["configfs"])
-    ctx.concerns["rdma_cm"] = {"changed": res["changed"],
-                               "ports": ["%s/%d" % (p["device"], p["port"]) for p in res["ports"]]}
-    ctx.drift("rdma_cm", res["drift"])
+    done["changed"] = done["changed"] or res["changed"]
+    done["ports"].extend("%s/%d" % (p["device"], p["port"]) for p in res["ports"])
+    done["results"].extend(res["results"])
+    ctx.log_results("rdma_cm", res["results"])
+    return True
 
 
-def _apply_acs(ctx, section):
+def _apply_acs(ctx, section, done=None):
     try:
         res = acs.apply_acs(ctx.sysroot, section["bridges"], section["clear"], ctx.check_mode)
     except (ValueError, OSError, IOError) as e:
         ctx.error("acs", str(e))
         return
-    for e in res["errors"]:
-        ctx.error("acs", e)
-    ctx.concerns["acs"] = {"changed": res["changed"], "bridges": [b.get("bdf") for b in res["bridges"]]}
-    ctx.drift("acs", res["drift"])
+    ctx.log_results("acs", res["results"])
+    done = done if done is not None else {"changed": False, "bridges": [], "results": []}
+    done["changed"] = done["changed"] or res["changed"]
+    done["bridges"].extend(b.get("bdf") for b in res["bridges"])
+    done["results"].extend(res["results"])
+    ctx.concerns["acs"] = done
 
 
 def _acs_fallback(ctx):
-    """The pcie_acs module's own record (acs.json) when state.json has no acs section."""
+    """The pcie_acs module's own record (acs.json) when state.json has no acs section: each group of bridges with
+    the bits recorded for it (a bridge whose clear failed keeps its earlier record)."""
     try:
         doc = acs.read_state(ctx.sysroot)
     except acs.AcsError as e:
         ctx.error("acs", str(e))
         return
-    if doc is not None:
-        _apply_acs(ctx, {"bridges": doc["bridges"], "clear": doc.get("clear") or acs.DEFAULT_CLEAR})
+    done = {"changed": False, "bridges": [], "results": []}
+    for bridges, clear in acs.state_groups(doc or {}):
+        _apply_acs(ctx, {"bridges": bridges, "clear": clear}, done)
 
 
 def _apply_nvidia_fs(ctx, section):

@@ -37,6 +37,7 @@ import os
 import re
 import tempfile
 
+from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 DEFAULT_DSCP_MAP = [{"dscp": 26, "priority": 3}]
@@ -51,6 +52,10 @@ CONCERN = "dcb"
 
 class DcbError(Exception):
     """dcb could not be run, its output could not be read, or the state did not read back."""
+
+
+class DcbToolError(DcbError):
+    """dcb is missing, cannot be run or is too old: nothing can be read or applied on any rail."""
 
 
 class DcbValidationError(ValueError):
@@ -297,7 +302,7 @@ def _run(run, argv):
     try:
         rc, out, err = run(argv)
     except OSError as e:
-        raise DcbError("cannot run %s: %s" % (argv[0], e))
+        raise DcbToolError("cannot run %s: %s" % (argv[0], e))
     return rc, out, err
 
 
@@ -312,11 +317,14 @@ def dcb_version(run):
     """iproute2 version of the dcb binary; fails when missing or older than 5.12."""
     rc, out, err = _run(run, ["dcb", "-V"])
     if rc != 0:
-        raise DcbError("dcb -V failed (rc=%s): %s; install iproute2 >= 5.12"
+        raise DcbToolError("dcb -V failed (rc=%s): %s; install iproute2 >= 5.12"
                        % (rc, (err or out or "").strip()))
-    version = parse_version(out or err)
+    try:
+        version = parse_version(out or err)
+    except DcbError as e:
+        raise DcbToolError(str(e))
     if version < MIN_DCB_APP_VERSION:
-        raise DcbError("dcb of iproute2 %s is too old: 'dcb app' needs iproute2 >= 5.12"
+        raise DcbToolError("dcb of iproute2 %s is too old: 'dcb app' needs iproute2 >= 5.12"
                        % ".".join(str(v) for v in version))
     return version
 
@@ -524,12 +532,44 @@ def summarize(current, desired):
     return out
 
 
-def apply_dcb(run, rails, desired, check_mode, sysroot=None):
-    """Validate, read every rail, plan, apply (unless check mode), read back and verify.
+def _read_each(run, rails_objects, need_version):
+    """read_rails; when that fails, each rail on its own: ({netdev: state}, {netdev: error}). Only a missing or too
+    old dcb (DcbToolError) fails the whole run."""
+    try:
+        return read_rails(run, rails_objects, need_version), {}
+    except DcbToolError:
+        raise
+    except DcbError as e:
+        if len(rails_objects) < 2:
+            return {}, dict((ro[0], str(e)) for ro in rails_objects)
+    states, errors = {}, {}
+    for ro in rails_objects:
+        st, err = _read_each(run, [ro], need_version)
+        states.update(st)
+        errors.update(err)
+    return states, errors
 
-    Returns {"changed", "rails": [per-rail result], "drift", "commands", "dcb_version"}; dcb_version
-    is None when nothing needed it (mlx5 rails whose batch read worked: ``dcb -V`` was not run).
-    Raises DcbValidationError before anything is run for bad input, DcbError on failures.
+
+def _changes(before_drift, after_drift):
+    """What changed on a rail, key by key, from its drift before and after applying (read back)."""
+    left = dict((d["key"], d["current"]) for d in after_drift)
+    out = []
+    for d in before_drift:
+        now = left.get(d["key"], d["desired"])
+        if now != d["current"]:
+            out.append(results.change(d["key"], d["current"], now))
+    return out
+
+
+def apply_dcb(run, rails, desired, check_mode, sysroot=None):
+    """Validate, read every rail, plan, apply (unless check mode), read back and verify, each rail on its own.
+
+    Returns {"changed", "rails": [per-rail result], "results", "errors", "drift", "commands", "dcb_version"}.
+    A rail that cannot be read, whose command fails or that does not read back as requested gets ``result: failed``
+    and its ``error`` (also in ``errors``, naming the rail); the other rails are applied all the same. ``results``
+    holds one ``results.result`` per rail with what was changed on it as read back. ``commands`` are the commands
+    run (check mode: that would run). dcb_version is None when nothing needed it (``dcb -V`` was not run).
+    Raises DcbValidationError before anything is run for bad input, DcbToolError when dcb is missing or too old.
     """
     if sysroot is None:
         sysroot = Sysroot()
@@ -543,56 +583,64 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
         return versions[0]
 
     with_ets = want["ets"] is not None
-    results = []
-    all_drift = []
-    all_cmds = []
     probes = []
     for netdev in rails:
         driver = driver_of(sysroot, netdev)
         # mlx5 never has apptrust: no version query, no probe
         apptrust = driver not in MLX5_DRIVERS and probe_apptrust(run, netdev, driver, need_version())
         probes.append((netdev, driver, apptrust))
-    current = read_rails(run, [(netdev, with_ets, apptrust) for netdev, _d, apptrust in probes], need_version)
+    current, read_errors = _read_each(run, [(n, with_ets, a) for n, _d, a in probes], need_version)
+    rail_res, all_drift, ran = [], [], []
     for netdev, driver, apptrust in probes:
-        before = current[netdev]
-        cmds, drift = plan_rail(netdev, before, want, driver=driver, apptrust=apptrust)
-        all_drift.extend(drift)
-        results.append({"rail": netdev, "driver": driver, "apptrust_supported": apptrust,
-                        "before": summarize(before, want), "commands": cmds,
-                        "changed": bool(cmds), "_before": before})
-    if not check_mode:
-        for res in results:
-            netdev = res["rail"]
-            for argv in res["commands"]:
-                rc, out, err = _run(run, argv)
-                if rc != 0:
-                    raise DcbError("%s failed on rail %s (rc=%s): %s"
-                                   % (" ".join(argv), netdev, rc, (err or out or "").strip()))
-        changed = [res for res in results if res["commands"]]
-        after_all = read_rails(run, [(res["rail"], with_ets, res["apptrust_supported"]) for res in changed],
-                               need_version)
-        for res in results:
-            netdev = res["rail"]
-            if res["commands"]:
-                after = after_all[netdev]
-                left = plan_rail(netdev, after, want, driver=res["driver"],
-                                 apptrust=res["apptrust_supported"])[1]
-                if left:
-                    raise DcbError(
-                        "rail %s does not read back as configured after %s: %s"
-                        % (netdev, "; ".join(" ".join(c) for c in res["commands"]),
-                           ", ".join("%s is %r, wanted %r" % (d["key"], d["current"], d["desired"])
-                                     for d in left)))
-                res["after"] = summarize(after, want)
-            else:
-                res["after"] = res["before"]
-    for res in results:
-        before = res.pop("_before")
+        res = {"rail": netdev, "driver": driver, "apptrust_supported": apptrust, "before": None, "after": None,
+               "commands": [], "changes": [], "error": None, "_drift": [], "_ok": 0}
+        rail_res.append(res)
+        if netdev in read_errors:
+            res["error"] = "reading the DCB state of rail %s failed: %s" % (netdev, read_errors[netdev])
+            continue
+        res["commands"], res["_drift"] = plan_rail(netdev, current[netdev], want, driver=driver, apptrust=apptrust)
+        res["before"] = summarize(current[netdev], want)
+        all_drift.extend(res["_drift"])
         if check_mode:
-            res["after"] = _predicted(before, want) if res["commands"] else res["before"]
-        all_cmds.extend(res["commands"])
-    return {"changed": any(r["changed"] for r in results), "rails": results,
-            "drift": all_drift, "commands": all_cmds,
+            res["after"] = _predicted(current[netdev], want) if res["commands"] else res["before"]
+            res["changes"] = results.from_drift(netdev, res["_drift"])["changes"]
+            continue
+        for argv in res["commands"]:
+            rc, out, err = _run(run, argv)
+            ran.append(argv)
+            if rc != 0:
+                res["error"] = "%s failed on rail %s (rc=%s): %s" % (" ".join(argv), netdev, rc,
+                                                                    (err or out or "").strip())
+                break
+            res["_ok"] += 1
+    touched = [r for r in rail_res if not check_mode and r["commands"] and r["before"] is not None]
+    after_all, after_errors = _read_each(run, [(r["rail"], with_ets, r["apptrust_supported"]) for r in touched],
+                                         need_version)
+    for res in touched:
+        netdev = res["rail"]
+        if netdev in after_errors:
+            res["error"] = res["error"] or "reading rail %s back failed: %s" % (netdev, after_errors[netdev])
+            continue
+        left = plan_rail(netdev, after_all[netdev], want, driver=res["driver"], apptrust=res["apptrust_supported"])[1]
+        res["after"] = summarize(after_all[netdev], want)
+        res["changes"] = _changes(res["_drift"], left)
+        if left and not res["error"]:
+            res["error"] = "rail %s does not read back as configured after %s: %s" % (
+                netdev, "; ".join(" ".join(c) for c in res["commands"]),
+                ", ".join("%s is %r, wanted %r" % (d["key"], d["current"], d["desired"]) for d in left))
+    for res in rail_res:
+        if res["after"] is None and res["before"] is not None and not res["commands"]:
+            res["after"] = res["before"]
+        res["result"] = results.FAILED if res["error"] else (results.CHANGED if res["commands"]
+                                                              else results.UNCHANGED)
+        # a rail whose read-back failed after commands worked on it may have changed: say so
+        res["changed"] = res["result"] == results.CHANGED or bool(res["changes"]) or (
+            res["_ok"] > 0 and res["after"] is None)
+        del res["_drift"], res["_ok"]
+    return {"changed": any(r["changed"] for r in rail_res), "rails": rail_res,
+            "results": [results.result(r["rail"], r["result"], r["error"], r["changes"]) for r in rail_res],
+            "errors": [r["error"] for r in rail_res if r["error"]],
+            "drift": all_drift, "commands": [c for r in rail_res for c in r["commands"]] if check_mode else ran,
             "dcb_version": ".".join(str(v) for v in versions[0]) if versions else None}
 
 

@@ -26,6 +26,7 @@ __metaclass__ = type
 
 import time
 
+from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.sysctl import validate_ifname
 
@@ -229,17 +230,30 @@ def _read_tos(sysroot, ibdev, port):
         raise RdmaCmError("unexpected content %r in %s" % (raw, _tos_attr(ibdev, port)))
 
 
+def _port_result(entry, tos, error=None):
+    obj = "%s/%d" % (entry["device"], entry["port"])
+    changes = [results.change("default_roce_tos", entry["before"], entry["after"])] \
+        if entry["after"] != entry["before"] else []
+    if error:
+        return results.result(obj, results.FAILED, error, changes if entry["after"] is not None else [])
+    return results.result(obj, results.CHANGED if entry["before"] != tos else results.UNCHANGED, changes=changes)
+
+
 def apply_tos(sysroot, devices_ports, tos, check_mode, run=None, wait_timeout=PORTS_WAIT_S, sleep=None):
     """Set default_roce_tos on every (ibdev, port); the single implementation (module and boot applier).
 
     ``devices_ports``: iterable of (ibdev, port) with port an int or None (= every port).
-    Returns {"changed", "configfs", "ports": [{"device","port","before","after"}], "drift", "actions"}.
-    ``before`` is None when the device group did not exist yet and check mode could not create it.
-    Raises ValueError for bad input and RdmaCmError for failures (before any write when the input is bad).
+    Returns {"changed", "configfs", "ports": [{"device","port","before","after"}], "drift", "actions", "results",
+    "errors"}. ``before`` is None when the device group did not exist yet and check mode could not create it.
+    Each port is set on its own: a device group that cannot be created or whose ports do not appear, a value that
+    cannot be written or does not read back fails that device's ports or that port (``results``: one
+    ``results.result`` per ``<ibdev>/<port>``; ``errors`` the messages) and the others are set all the same.
+    Raises ValueError for bad input and RdmaCmError when configfs/rdma_cm is unavailable (before any write).
     """
     tos = validate_tos(tos)
     pairs = validate_devices_ports(sysroot, devices_ports)
-    result = {"changed": False, "configfs": None, "ports": [], "drift": [], "actions": []}
+    result = {"changed": False, "configfs": None, "ports": [], "drift": [], "actions": [], "results": [],
+              "errors": []}
     result["configfs"] = ensure_configfs(sysroot, check_mode, run)
     if result["configfs"] == "loaded":
         result["changed"] = True
@@ -247,30 +261,52 @@ def apply_tos(sysroot, devices_ports, tos, check_mode, run=None, wait_timeout=PO
     by_dev = {}
     for ibdev, port in pairs:
         by_dev.setdefault(ibdev, []).append(port)
+
+    def fail(entry, error):
+        msg = "%s/%d: %s" % (entry["device"], entry["port"], error)
+        result["errors"].append(msg)
+        result["results"].append(_port_result(entry, tos, msg))
+        result["ports"].append(dict(entry, error=msg))
+
     for ibdev in sorted(by_dev):
         ports = by_dev[ibdev]
         group = "%s/%s" % (RDMA_CM, ibdev)
         have_group = result["configfs"] != "would load" and sysroot.isdir(group)
-        if not have_group and not check_mode:
-            sysroot.mkdir(group)
-            result["actions"].append("created %s" % group)
-            wait_for_ports(sysroot, ibdev, ports, timeout=wait_timeout, sleep=sleep)
-            have_group = True
-        elif have_group:
-            wait_for_ports(sysroot, ibdev, ports, timeout=wait_timeout, sleep=sleep)
-        for port in ports:
-            before = _read_tos(sysroot, ibdev, port) if have_group else None
-            entry = {"device": ibdev, "port": port, "before": before, "after": before}
-            if before != tos:
-                result["drift"].append({"concern": "rdma_cm", "object": "%s/%d" % (ibdev, port),
-                                        "key": "default_roce_tos", "current": before, "desired": tos})
+        try:
+            if not have_group and not check_mode:
+                sysroot.mkdir(group)
                 result["changed"] = True
-                if not check_mode:
-                    sysroot.write_attr(_tos_attr(ibdev, port), "%d\n" % tos)
-                    after = _read_tos(sysroot, ibdev, port)
-                    if after != tos:
-                        raise RdmaCmError("wrote %d to %s but it reads back %d" % (tos, _tos_attr(ibdev, port), after))
-                    result["actions"].append("%s/%d default_roce_tos %s -> %d" % (ibdev, port, before, tos))
-                entry["after"] = tos
+                result["actions"].append("created %s" % group)
+                have_group = True
+            if have_group:
+                wait_for_ports(sysroot, ibdev, ports, timeout=wait_timeout, sleep=sleep)
+        except (RdmaCmError, IOError, OSError) as e:
+            for port in ports:
+                fail({"device": ibdev, "port": port, "before": None, "after": None, "error": None}, e)
+            continue
+        for port in ports:
+            entry = {"device": ibdev, "port": port, "before": None, "after": None, "error": None}
+            try:
+                entry["before"] = entry["after"] = _read_tos(sysroot, ibdev, port) if have_group else None
+                if entry["before"] != tos:
+                    result["drift"].append({"concern": "rdma_cm", "object": "%s/%d" % (ibdev, port),
+                                            "key": "default_roce_tos", "current": entry["before"], "desired": tos})
+                    if not check_mode:
+                        sysroot.write_attr(_tos_attr(ibdev, port), "%d\n" % tos)
+                        entry["after"] = _read_tos(sysroot, ibdev, port)
+                        if entry["after"] != entry["before"]:
+                            result["changed"] = True
+                        if entry["after"] != tos:
+                            raise RdmaCmError("wrote %d to %s but it reads back %d"
+                                              % (tos, _tos_attr(ibdev, port), entry["after"]))
+                        result["actions"].append("%s/%d default_roce_tos %s -> %d"
+                                                 % (ibdev, port, entry["before"], tos))
+                    else:
+                        result["changed"] = True
+                    entry["after"] = tos
+            except (RdmaCmError, IOError, OSError) as e:
+                fail(entry, e)
+                continue
+            result["results"].append(_port_result(entry, tos))
             result["ports"].append(entry)
     return result

@@ -5,8 +5,11 @@
 
 Runtime-only state (DCB, rdma_cm ``default_roce_tos``, ACS applied at runtime, nvidia-fs
 ``rw_stats_enabled``) is lost at reboot and ToS also at every RDMA device registration. The
-modules that apply such state call :func:`record` after a successful apply; the boot-time applier
+modules that apply such state call :func:`record` after applying; the boot-time applier
 (``applier.py``) reads the file with :func:`load` and applies it again with the same module_utils.
+The file says what each object has: after a partial apply (``record(..., keep=failed)``) the objects
+that were applied get the new settings and each failed one keeps what was recorded for it, so the
+applier never re-applies older settings to an object that got the new ones.
 
 Schema (``version`` 1), one section per concern, each optional::
 
@@ -20,7 +23,11 @@ Schema (``version`` 1), one section per concern, each optional::
      "routing":   {"state_file": "/etc/gpufabric/routing.json"}}
 
 ``dcb`` holds the ``dcb_qos`` options (validated by ``dcb.normalize_desired``, the same code the
-module uses; :func:`dcb_desired` turns the section back into ``apply_dcb``'s argument).
+module uses; :func:`dcb_groups` turns the section back into ``apply_dcb``'s arguments).
+``dcb`` and ``rdma_cm`` take a second form after a partial apply left some objects on earlier
+settings: ``{"groups": [<section>, <section>, ...]}``, each group of the form above, no object in
+two groups (:func:`groups_of`). One group is always stored in the first form, so a file written
+before groups existed, or without a partial apply, reads and renders as it did.
 ``rdma_cm`` keeps what the module was given: rail names survive RDMA device renames, device
 names are used as they are. ``acs`` keeps each bridge in the kernel's path form (survives bus
 renumbering) and the BDF it had when recorded, in the shape ``acs.apply_acs`` takes. ``routing`` only points at the routing module's
@@ -56,6 +63,7 @@ LOCK_FILE = STATE_DIR + "/.state.lock"
 SCHEMA_VERSION = 1
 CONCERNS = ("dcb", "rdma_cm", "acs", "nvidia_fs", "routing")
 ROUTING_STATE_FILE = STATE_DIR + "/routing.json"
+DCB_KEYS = ("dscp_map", "pfc_priorities", "trust", "ets")  # the dcb_qos options recorded with the rails
 
 _IBDEV_RE = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
 _PATH_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](/[0-9a-fA-F]{2}\.[0-7])*$")
@@ -116,40 +124,123 @@ def _only_keys(data, concern, allowed):
         raise ValueError("%s: unknown key(s) %s (known: %s)" % (concern, ", ".join(unknown), ", ".join(allowed)))
 
 
-def _validate_dcb(data):
+def _objects_key(group):
+    return "devices" if "devices" in group else "rails"
+
+
+def groups_of(section):
+    """The groups of a recorded section: [section] for the one-group form, else its ``groups``."""
+    if not section:
+        return []
+    return list(section["groups"]) if "groups" in section else [section]
+
+
+def _grouped(concern, data, validate_group):
+    """A section of one group ({objects, settings}) or of several ({"groups": [...]}), after a partial apply left
+    some objects on earlier settings. Groups with equal settings are merged, no object may be in two groups, all
+    groups name the same kind of object; one group is stored flat (the form of a section without partial apply)."""
+    if isinstance(data, dict) and "groups" in data:
+        _only_keys(data, concern, ("groups",))
+        raw = data["groups"]
+        if isinstance(raw, (str, dict)) or not isinstance(raw, (list, tuple)) or not raw:
+            raise ValueError("%s.groups must be a non-empty list (got %r)" % (concern, raw))
+        groups = [validate_group(g, "%s.groups[%d]" % (concern, i)) for i, g in enumerate(raw)]
+    else:
+        groups = [validate_group(data, concern)]
+    if len(set(_objects_key(g) for g in groups)) > 1:
+        raise ValueError("%s: the groups mix rails and devices" % concern)
+    merged = []
+    for g in groups:
+        key = _objects_key(g)
+        same = [m for m in merged if dict(m, **{key: None}) == dict(g, **{key: None})]
+        if same:
+            same[0][key] = same[0][key] + g[key]
+        else:
+            merged.append(dict(g))
+    seen = set()
+    for m in merged:
+        key = _objects_key(m)
+        twice = sorted(set(o for o in m[key] if o in seen or m[key].count(o) > 1))
+        if twice:
+            raise ValueError("%s: %s %s recorded twice" % (concern, key, ", ".join(twice)))
+        seen.update(m[key])
+        m[key] = sorted(m[key], key=_natural)
+    merged.sort(key=lambda m: _natural(m[_objects_key(m)][0]))
+    return merged[0] if len(merged) == 1 else {"groups": merged}
+
+
+def keep_previous(previous, new, failed):
+    """The section to record after a partial apply: ``new``'s settings for its objects that were applied, and for
+    each object in ``failed`` the settings ``previous`` recorded for it (nothing when it had none), so the boot-time
+    applier re-applies what each object really has. Both sections validated; None when nothing is left."""
+    failed = set(failed or ())
+    if not failed or new is None:
+        return new
+    key = _objects_key(groups_of(new)[0])
+    groups = []
+    wanted = set()
+    for g in groups_of(new):
+        wanted.update(g[key])
+        rest = [o for o in g[key] if o not in failed]
+        if rest:
+            groups.append(dict(g, **{key: rest}))
+    # a previous record by the other kind of name (devices, now rails) is not kept: it could cover a port that
+    # got the new settings
+    for g in groups_of(previous):
+        kept = [o for o in g.get(key) or [] if o in failed and o in wanted]
+        if kept:
+            groups.append(dict(g, **{key: kept}))
+    if not groups:
+        return None
+    return groups[0] if len(groups) == 1 else {"groups": groups}
+
+
+def _validate_dcb_group(data, what):
     """DCB as the dcb_qos options (dcb.normalize_desired validates them) plus the rails."""
-    _only_keys(data, "dcb", ("rails", "dscp_map", "pfc_priorities", "trust", "ets"))
-    rails = _names(data.get("rails"), "dcb.rails", _ifname)
-    desired = dict((k, data.get(k)) for k in ("dscp_map", "pfc_priorities", "trust", "ets"))
+    _only_keys(data, what, ("rails",) + DCB_KEYS)
+    rails = _names(data.get("rails"), "%s.rails" % what, _ifname)
     try:
-        want = dcb.normalize_desired(desired)
+        want = dcb.normalize_desired(dict((k, data.get(k)) for k in DCB_KEYS))
     except dcb.DcbValidationError as e:
-        raise ValueError("dcb: %s" % e)
+        raise ValueError("%s: %s" % (what, e))
     return {"rails": rails,
             "dscp_map": [{"dscp": d, "priority": want["dscp_map"][d]} for d in sorted(want["dscp_map"])],
             "pfc_priorities": list(want["pfc"]), "trust": want["trust"], "ets": want["ets"]}
 
 
+def _validate_dcb(data):
+    return _grouped("dcb", data, _validate_dcb_group)
+
+
 def dcb_desired(section):
-    """The ``desired`` argument of dcb.apply_dcb from a recorded dcb section."""
-    return dict((k, section.get(k)) for k in ("dscp_map", "pfc_priorities", "trust", "ets"))
+    """The ``desired`` argument of dcb.apply_dcb from a recorded dcb section (of one group)."""
+    return dict((k, section.get(k)) for k in DCB_KEYS)
 
 
-def _validate_rdma_cm(data):
-    _only_keys(data, "rdma_cm", ("rails", "devices", "tos"))
+def dcb_groups(section):
+    """[(rails, desired)] of a recorded dcb section: one entry per group of rails with the same settings."""
+    return [(g["rails"], dcb_desired(g)) for g in groups_of(section)]
+
+
+def _validate_rdma_cm_group(data, what):
+    _only_keys(data, what, ("rails", "devices", "tos"))
     has_rails = data.get("rails") is not None
     has_devices = data.get("devices") is not None
     if has_rails == has_devices:
-        raise ValueError("rdma_cm: give exactly one of rails and devices")
+        raise ValueError("%s: give exactly one of rails and devices" % what)
     try:
         out = {"tos": rdma_cm.validate_tos(data.get("tos"))}
     except ValueError as e:
-        raise ValueError("rdma_cm: %s" % e)
+        raise ValueError("%s: %s" % (what, e))
     if has_rails:
-        out["rails"] = _names(data["rails"], "rdma_cm.rails", _ifname)
+        out["rails"] = _names(data["rails"], "%s.rails" % what, _ifname)
     else:
-        out["devices"] = _names(data["devices"], "rdma_cm.devices", _ibdev)
+        out["devices"] = _names(data["devices"], "%s.devices" % what, _ibdev)
     return out
+
+
+def _validate_rdma_cm(data):
+    return _grouped("rdma_cm", data, _validate_rdma_cm_group)
 
 
 def _validate_acs(data):
@@ -292,8 +383,12 @@ class FileLock(object):
         return False
 
 
-def plan_record(sysroot, concern, data, path=STATE_FILE):
-    """(changed, before_text, after_text) of recording ``data`` (None removes the section)."""
+def plan_record(sysroot, concern, data, path=STATE_FILE, keep=None):
+    """(changed, before_text, after_text) of recording ``data`` (None removes the section).
+
+    ``keep``: objects (rails, devices) whose apply failed; they keep what the file recorded for them
+    (``keep_previous``) while the others get ``data``.
+    """
     if concern not in CONCERNS:
         raise ValueError("unknown concern %r (known: %s)" % (concern, ", ".join(CONCERNS)))
     section = None if data is None else validate_section(concern, data)
@@ -304,6 +399,11 @@ def plan_record(sysroot, concern, data, path=STATE_FILE):
         # A corrupt file is replaced by a valid one holding this section: the modules that own the
         # other sections record them again on their next run.
         current = empty()
+    if keep:
+        section = keep_previous(current.get(concern), section, keep)
+        section = None if section is None else validate_section(concern, section)
+    if section is None and before_text is None:
+        return False, "", ""    # nothing to record and no file: nothing to write
     after = copy.deepcopy(current)
     if section is None:
         after.pop(concern, None)
@@ -313,13 +413,13 @@ def plan_record(sysroot, concern, data, path=STATE_FILE):
     return before_text != after_text, before_text or "", after_text
 
 
-def record(sysroot, concern, data, check_mode, path=STATE_FILE):
+def record(sysroot, concern, data, check_mode, path=STATE_FILE, keep=None):
     """Store ``data`` as the desired state of ``concern``; True when the file changed (or would).
 
-    ``data`` None removes the section. ValueError for invalid data (nothing is written).
+    ``data`` None removes the section. ``keep``: see plan_record. ValueError for invalid data (nothing is written).
     """
     with FileLock(sysroot, not check_mode):
-        changed, _before, after = plan_record(sysroot, concern, data, path)
+        changed, _before, after = plan_record(sysroot, concern, data, path, keep)
         if changed and not check_mode:
             sysroot.write_file_atomic(path, after, 0o644)
     return changed

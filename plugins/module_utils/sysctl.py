@@ -21,6 +21,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufabric.node.plugins.module_utils import results
+
 CONF_DIR = "/proc/sys/net/ipv4/conf"
 NET_CLASS = "/sys/class/net"
 SYSCTL_FILE = "/etc/sysctl.d/90-gpufabric-rails.conf"
@@ -136,30 +138,86 @@ def effective_rp_filter(values, rails):
 
 
 def apply_live(sysroot, settings, check_mode):
-    """Write each differing value; returns {"changed", "drift", "before", "after"} (maps keyed 'iface.key')."""
+    """Write each differing value, each setting on its own; returns {"changed", "drift", "before", "after",
+    "results", "failed"} (maps keyed (iface, key); ``results`` one results.result per setting, object its sysctl key;
+    ``failed`` the (iface, key) whose write failed or did not read back)."""
     current = read_current(sysroot, settings)
     missing = [_attr(i, k) for (i, k), v in current.items() if v is None]
     if missing:
         raise SysctlError("cannot read %s (is the interface in this network namespace?)" % ", ".join(missing))
     drift = []
     after = dict(current)
+    out = []
+    failed = []
     for iface, key, value in settings:
         cur = current[(iface, key)]
+        obj = sysctl_key(iface, key)
         if cur == value:
+            out.append(results.result(obj, results.UNCHANGED))
             continue
         drift.append({"concern": "sysctl", "object": iface, "key": key, "current": cur, "desired": value})
+        error = None
         if not check_mode:
-            sysroot.write_attr(_attr(iface, key), "%d\n" % value)
+            try:
+                sysroot.write_attr(_attr(iface, key), "%d\n" % value)
+            except (IOError, OSError) as e:
+                error = "cannot write %d to %s: %s" % (value, _attr(iface, key), e)
             got = read_current(sysroot, [(iface, key, value)])[(iface, key)]
-            if got != value:
-                raise SysctlError("wrote %d to %s but it reads back %r" % (value, _attr(iface, key), got))
-        after[(iface, key)] = value
+            if error is None and got != value:
+                error = "wrote %d to %s but it reads back %r" % (value, _attr(iface, key), got)
+            after[(iface, key)] = got
+        else:
+            after[(iface, key)] = value
+        changes = [results.change("value", cur, after[(iface, key)])] if after[(iface, key)] != cur else []
+        if error:
+            failed.append((iface, key))
+            out.append(results.result(obj, results.FAILED, error, changes))
+        else:
+            out.append(results.result(obj, results.CHANGED, changes=changes))
     return {
-        "changed": bool(drift),
+        "changed": results.changed(out),
         "drift": drift,
         "before": current,
         "after": after,
+        "results": out,
+        "failed": failed,
     }
+
+
+def parse_conf(text):
+    """{(iface, key): value} of the settings a sysctl.d file of ours holds (dotted or slash form)."""
+    out = {}
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")) or "=" not in line:
+            continue
+        name, value = [x.strip() for x in line.split("=", 1)]
+        parts = name.split("/") if "/" in name else name.split(".")
+        if "/" not in name and len(parts) > 5:
+            continue        # a dotted interface name is only written in the slash form
+        if len(parts) == 5 and parts[:3] == ["net", "ipv4", "conf"] and parts[4] in KEYS:
+            try:
+                out[(parts[3], parts[4])] = int(value)
+            except ValueError:
+                continue
+    return out
+
+
+def recorded_settings(settings, failed, previous_text):
+    """The settings the file records after applying: the desired ones, except that a setting whose write failed
+    keeps the value the file had for it (and is left out when it had none), so systemd-sysctl applies at boot what
+    the interface has."""
+    if not failed:
+        return list(settings)
+    prev = parse_conf(previous_text)
+    out = []
+    for iface, key, value in settings:
+        if (iface, key) in failed:
+            if (iface, key) in prev:
+                out.append((iface, key, prev[(iface, key)]))
+            continue
+        out.append((iface, key, value))
+    return out
 
 
 def sysctl_key(iface, key):
@@ -198,7 +256,9 @@ def persist(sysroot, content, check_mode, path=SYSCTL_FILE):
 
 
 def manage(sysroot, rails, values, check_mode, path=SYSCTL_FILE):
-    """Validate, apply live and persist. Raises ValueError (bad input, nothing touched) or SysctlError."""
+    """Validate, apply live and persist. Raises ValueError (bad input, nothing touched) or SysctlError (an interface
+    or setting that cannot be read: nothing touched). A setting whose write fails is in ``errors`` and ``results``
+    (the others are written all the same) and keeps its earlier line in the file."""
     rails = validate_rails(sysroot, rails)
     settings = desired_settings(rails, values)
     for iface in ["all", "default"] + rails:
@@ -206,7 +266,7 @@ def manage(sysroot, rails, values, check_mode, path=SYSCTL_FILE):
             raise SysctlError("%s/%s does not exist: the rail is not in this network namespace or IPv4 is "
                               "disabled on it" % (CONF_DIR, iface))
     live = apply_live(sysroot, settings, check_mode)
-    content = render_conf(settings)
+    content = render_conf(recorded_settings(settings, live["failed"], sysroot.read_raw(path, None)))
     filed = persist(sysroot, content, check_mode, path)
     settings_out = {}
     for (iface, key), value in sorted(live["after"].items()):
@@ -226,4 +286,6 @@ def manage(sysroot, rails, values, check_mode, path=SYSCTL_FILE):
         "settings": settings_out,
         "effective_rp_filter": effective_rp_filter(live["after"], rails),
         "file": filed,
+        "results": live["results"],
+        "errors": [r["error"] for r in results.failed(live["results"])],
     }

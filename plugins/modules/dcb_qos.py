@@ -24,7 +24,11 @@ description:
   - On mlx5 the port trusts DSCP as soon as it has a DSCP APP entry (the driver then lists all 64 DSCP entries,
     priority = DSCP >> 3 by default); C(dcb apptrust) is not supported by that driver. Where the driver supports
     C(dcb apptrust) (iproute2 6.2 or later), the module also sets the trust order.
-  - The module records the requested state in the C(dcb) section of C(/etc/gpufabric/state.json).
+  - Each rail is configured on its own. When a rail cannot be read, a command fails on it or it does not read back
+    as requested, the module goes on with the other rails and fails at the end with a message naming every failed
+    rail; RV(changed) then says whether any rail was changed and RV(results) what happened to each.
+  - The module records the requested state in the C(dcb) section of C(/etc/gpufabric/state.json). A rail that
+    failed keeps what was recorded for it before, so the boot-time applier re-applies to every rail what it has.
   - The DCB state is runtime state, lost at reboot and driver reload; the boot-time applier re-applies it with the
     same code.
 author:
@@ -140,7 +144,8 @@ state_file:
   type: str
   sample: /etc/gpufabric/state.json
 commands:
-  description: Every dcb command run (or that check mode would run), as argument lists.
+  description: Every dcb command run (or that check mode would run), as argument lists; after a failure, the
+    commands run up to and including the failing one on each rail.
   returned: always
   type: list
   elements: list
@@ -167,12 +172,22 @@ rails:
       description: State read back after applying (in check mode, the predicted state).
       type: dict
     commands:
-      description: dcb commands for this rail.
+      description: dcb commands planned for this rail.
       type: list
       elements: list
     changed:
-      description: Whether this rail needed commands.
+      description: Whether this rail was changed (in check mode, would be), also in part before a failure.
       type: bool
+    result:
+      description: C(changed) (in check mode, would change), C(unchanged) or C(failed).
+      type: str
+    error:
+      description: Why the rail failed (naming the rail and the command); null otherwise.
+      type: str
+    changes:
+      description: What changed on the rail as read back (in check mode, what would), C({key, before, after}).
+      type: list
+      elements: dict
   sample:
     - rail: ens1np0
       driver: mlx5_core
@@ -182,6 +197,26 @@ rails:
       commands: [["dcb", "app", "add", "dev", "ens1np0", "dscp-prio", "26:3"],
                  ["dcb", "pfc", "set", "dev", "ens1np0", "prio-pfc", "all:off", "3:on"]]
       changed: true
+results:
+  description: One entry per rail, also when the module fails. C(object) the rail, C(result) C(changed) (in check
+    mode, would change), C(unchanged) or C(failed), C(error) null or why it failed, C(changes) what changed on it as
+    read back (C({key, before, after}); a failed rail may have changed in part).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {object: ens1np0, result: changed, error: null, changes: [{key: pfc, before: [], after: [3]}]}
+    - {object: ens5np0, result: failed, changes: [],
+       error: "dcb pfc set dev ens5np0 prio-pfc all:off 3:on failed on rail ens5np0 (rc=1): Attribute write: ..."}
+concerns:
+  description:
+    - The status of concern C(dcb) (see C(docs/concerns.md)), keyed by C(dcb), with C(status), C(reason) and C(items).
+    - C(drift) in check mode when something differs, C(ok) otherwise (with C(corrected) after a real run corrected
+      items), C(error) when the module fails; after a partial apply its items carry each rail's C(result) and
+      C(error).
+  returned: always
+  type: dict
+  sample: {"dcb": {"status": "ok", "reason": "corrected 2 item(s)", "items": [], "corrected": true}}
 drift:
   description: Deviations found before applying, one per rail and key (trust, dscp_prio:<dscp>, pfc, ets).
   returned: always
@@ -201,7 +236,9 @@ dcb_version:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import dcb
+from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -239,39 +276,50 @@ def main():
         dcb.normalize_desired(desired)
         dcb.validate_rails(sysroot, p["rails"])
     except dcb.DcbValidationError as e:
-        module.fail_json(msg=str(e))
+        module.fail_json(msg=str(e), concerns={"dcb": concerns.error("dcb", str(e))})
 
     binary = module.get_bin_path("dcb")
     if binary is None:
-        module.fail_json(msg="the dcb command (iproute2 >= 5.12) was not found in PATH; install iproute2")
+        msg = "the dcb command (iproute2 >= 5.12) was not found in PATH; install iproute2"
+        module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg)})
 
     try:
         res = dcb.apply_dcb(make_runner(module, binary), p["rails"], desired, module.check_mode,
                             sysroot=sysroot)
     except dcb.DcbValidationError as e:
-        module.fail_json(msg=str(e))
+        module.fail_json(msg=str(e), concerns={"dcb": concerns.error("dcb", str(e))})
     except dcb.DcbError as e:
-        module.fail_json(msg="DCB configuration failed: %s" % e)
+        msg = "DCB configuration failed: %s" % e
+        module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg)})
 
-    # the boot-time applier re-applies what is recorded here (DCB is lost at reboot and driver reload)
+    # the boot-time applier re-applies what is recorded here (DCB is lost at reboot and driver reload); a rail
+    # that failed keeps what was recorded for it
+    failed = results.names(res["results"], results.FAILED)
     section = dict(desired, rails=p["rails"])
-    try:
-        st_changed, st_before, st_after = state_store.plan_record(sysroot, "dcb", section)
-        state_store.record(sysroot, "dcb", section, module.check_mode)
-    except (ValueError, OSError, IOError) as e:
-        module.fail_json(msg="recording the DCB state for the boot-time applier failed: %s" % e)
-    drift = list(res["drift"])
-    if st_changed:
-        drift.append({"concern": "dcb", "object": state_store.STATE_FILE, "key": "dcb",
-                      "current": "differs" if st_before else "missing", "desired": "recorded"})
-    out = dict(changed=res["changed"] or st_changed, rails=res["rails"], drift=drift,
+    out = dict(changed=res["changed"], rails=res["rails"], results=res["results"], drift=list(res["drift"]),
                commands=res["commands"], dcb_version=res["dcb_version"], state_file=state_store.STATE_FILE)
+    try:
+        st_changed, st_before, st_after = state_store.plan_record(sysroot, "dcb", section, keep=failed)
+        state_store.record(sysroot, "dcb", section, module.check_mode, keep=failed)
+    except (ValueError, OSError, IOError) as e:
+        msg = "recording the DCB state for the boot-time applier failed: %s" % e
+        module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg, items=results.annotate(
+            out["drift"], res["results"]))}, **out)
+    if st_changed:
+        out["drift"].append({"concern": "dcb", "object": state_store.STATE_FILE, "key": "dcb",
+                             "current": "differs" if st_before else "missing", "desired": "recorded"})
+    out["changed"] = out["changed"] or st_changed
     if module._diff:
         out["diff"] = [dict(before=dcb.diff_text(res["rails"], "before"),
                             after=dcb.diff_text(res["rails"], "after"),
                             before_header="dcb (runtime)", after_header="dcb (runtime)"),
                        dict(before=st_before, after=st_after, before_header=state_store.STATE_FILE,
                             after_header=state_store.STATE_FILE)]
+    if failed:
+        msg = results.failure_message("DCB configuration", "rail(s)", res["results"])
+        out["concerns"] = {"dcb": concerns.error("dcb", msg, items=results.annotate(out["drift"], res["results"]))}
+        module.fail_json(msg=msg, **out)
+    out["concerns"] = {"dcb": concerns.from_items("dcb", out["drift"], module.check_mode)}
     module.exit_json(**out)
 
 

@@ -99,6 +99,13 @@ rails:
   type: list
   elements: dict
   sample: [{"rail": "ens1np0", "device": "mlx5_0", "port": 1, "gid_index": 3}]
+concerns:
+  description: The status of concern C(nccl) (see C(docs/concerns.md)), keyed by C(nccl), with C(status), C(reason) and C(items);
+    C(drift) in check mode when the file differs, C(ok) otherwise (C(corrected) after a real run rewrote it);
+    C(error) when the module fails.
+  returned: always
+  type: dict
+  sample: {"nccl": {"status": "ok", "reason": null, "items": []}}
 drift:
   description: Variables whose value differs (concern C(nccl), object the file, key the variable; desired null for a
     line that would be removed).
@@ -110,6 +117,7 @@ drift:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import nccl
 from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
 
@@ -135,13 +143,15 @@ def main():
         gid = nccl.choose_gid_index([(rail, g) for rail, _ibdev, _port, g in found], p["gid_index"])
         variables = nccl.desired_vars(hca, gid, p["tc"], p["fifo_tc"], p["socket_ifname"], p["extra_vars"])
     except (ValueError, nccl.NcclError, rdma_cm.RailError) as e:
-        module.fail_json(msg=str(e))
+        module.fail_json(msg=str(e), concerns={"nccl": concerns.error("nccl", str(e))})
     try:
         res = nccl.write_conf(sysroot, variables, module.check_mode, p["path"])
     except (OSError, IOError) as e:
-        module.fail_json(msg="writing %s failed: %s" % (p["path"], e))
+        msg = "writing %s failed: %s" % (p["path"], e)
+        module.fail_json(msg=msg, concerns={"nccl": concerns.error("nccl", msg)})
     out = dict(changed=res["changed"], path=res["path"], variables=dict(variables), drift=res["drift"],
-               rails=[dict(rail=r, device=d, port=pt, gid_index=g) for r, d, pt, g in found])
+               rails=[dict(rail=r, device=d, port=pt, gid_index=g) for r, d, pt, g in found],
+               concerns={"nccl": concerns.from_items("nccl", res["drift"], module.check_mode)})
     if module._diff:
         out["diff"] = dict(before=res["before"], after=res["after"], before_header=res["path"],
                            after_header=res["path"])

@@ -25,6 +25,9 @@ description:
   - Writes the 16-bit ACS control register (extended capability C(0x000d), offset C(+0x6)) through sysfs C(config) as a
     read-modify-write of the managed bits only, then read back; the task fails when the read-back differs.
     Only bits that the ACS capability register says are implemented are cleared.
+  - Every bridge is resolved and read before anything is written; when one cannot be read, nothing is written.
+    A write that fails (or does not read back) fails that bridge only; the others are still written, and the task
+    fails at the end naming every failed bridge, with RV(changed) and RV(results) saying what was cleared.
   - The runtime write takes effect at once and is lost at reboot (the kernel sets ACS again during enumeration
     when an IOMMU is on). O(persist) decides how it is kept.
 author:
@@ -76,7 +79,7 @@ options:
         That parameter only clears C(ReqRedir), C(CmpltRedir) and C(EgressCtrl); the module warns when O(clear)
         holds other bits.
       - V(applier) records the selection in C(/etc/gpufabric/acs.json) (atomic write) for the boot-time applier,
-        which re-applies it with the same code.
+        which re-applies it with the same code. A bridge whose write failed keeps the record (and the bits) it had.
       - V(none) keeps the runtime change only.
       - With V(kernel_cmdline) or V(none) a C(/etc/gpufabric/acs.json) left from an earlier run is removed, so one
         mechanism owns ACS at boot.
@@ -178,7 +181,11 @@ bridges:
       type: str
       sample: "setpci -s 0000:17:00.0 ECAP_ACS+0x6.w=0011"
     status:
-      description: C(cleared), C(would_clear) (check mode), C(ok) (nothing to clear) or C(no_acs).
+      description: C(cleared), C(would_clear) (check mode), C(ok) (nothing to clear), C(no_acs), C(error) (with
+        C(error)) or C(not_written) (another bridge could not be read).
+      type: str
+    error:
+      description: Why the bridge failed; only with C(status) C(error) or C(not_written).
       type: str
     pairs:
       description: The C([gpu, nic]) pairs whose path crosses this bridge (empty for explicit O(bridges)).
@@ -208,8 +215,23 @@ off_path_clear:
   returned: always
   type: list
   elements: dict
+results:
+  description: One entry per selected bridge, also when the module fails; C(object) the BDF, C(result)
+    C(changed) (in check mode, would change), C(unchanged) or C(failed), C(error), C(changes)
+    (C(key) C(acs_ctrl), C(before), C(after)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"object": "0000:17:00.0", "result": "changed", "error": null,
+            "changes": [{"key": "acs_ctrl", "before": "0x001d", "after": "0x0011"}]}]
+concerns:
+  description: The status of concern C(acs) (see C(docs/concerns.md)), keyed by C(acs), with C(status), C(reason) and C(items);
+    C(error) when the module fails, its items then carrying each bridge's C(result) and C(error).
+  returned: always
+  type: dict
 drift:
-  description: Deviations found before applying (concern C(acs), object C(<bdf>), key C(acs_ctrl)).
+  description: Deviations found before applying (concern C(acs), object C(<bdf>), key C(acs_ctrl); object
+    C(/etc/gpufabric/acs.json), key C(acs) when the record is written or removed).
   returned: always
   type: list
   elements: dict
@@ -219,7 +241,9 @@ drift:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils import acs
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import pci
+from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -245,7 +269,7 @@ def main():
         clear_names, mask = acs.validate_clear(p["clear"])
         sel = acs.select(sysroot, endpoints=p["endpoints"], bridges=p["bridges"], pairs=p["pairs"], scan=scan)
     except (acs.AcsError, pci.PciError) as e:
-        module.fail_json(msg=str(e))
+        module.fail_json(msg=str(e), concerns={"acs": concerns.error("acs", str(e))})
 
     bdfs = sel.sorted()
     if not bdfs:
@@ -256,37 +280,50 @@ def main():
     res = acs.apply_acs(sysroot, bdfs, mask, check_mode=module.check_mode, scan=scan, all_or_nothing=True)
     for entry in res["bridges"]:
         entry["pairs"] = sel.pairs.get(entry["bdf"], [])
-    if res["errors"]:
-        module.fail_json(msg="ACS not (fully) applied: %s" % "; ".join(res["errors"]), changed=res["changed"],
-                         bridges=res["bridges"], drift=res["drift"])
-
     state = {"path": acs.STATE_FILE}
-    try:
-        if p["persist"] == "applier":
-            wrote = acs.write_state(sysroot, acs.state_document(res["bridges"], clear_names), module.check_mode)
-            state["action"] = ("would be written" if module.check_mode else "written") if wrote else "unchanged"
-        else:
-            removed = acs.remove_state(sysroot, module.check_mode)
-            state["action"] = ("would be removed" if module.check_mode else "removed") if removed else "absent"
-            wrote = removed
-    except (IOError, OSError) as e:
-        module.fail_json(msg="cannot update %s: %s" % (acs.STATE_FILE, e), changed=res["changed"],
-                         bridges=res["bridges"], drift=res["drift"])
-
     out = dict(
-        changed=res["changed"] or wrote,
+        changed=res["changed"],
         bridges=res["bridges"],
+        results=res["results"],
         pairs=[list(x) for x in sel.endpoint_pairs],
         kernel_arg=acs.kernel_arg(res["bridges"]) if p["persist"] == "kernel_cmdline" else None,
         state_file=state,
         off_path_clear=acs.off_path_clear(sysroot, bdfs, scan=scan),
-        drift=res["drift"],
+        drift=list(res["drift"]),
     )
+    try:
+        had = sysroot.exists(acs.STATE_FILE)
+        if p["persist"] == "applier":
+            # a bridge that failed keeps what acs.json recorded for it
+            try:
+                previous = acs.read_state(sysroot)
+            except acs.AcsError:
+                previous = None
+            wrote = acs.write_state(sysroot, acs.state_document(res["bridges"], clear_names, previous),
+                                    module.check_mode)
+            state["action"] = ("would be written" if module.check_mode else "written") if wrote else "unchanged"
+        else:
+            wrote = acs.remove_state(sysroot, module.check_mode)
+            state["action"] = ("would be removed" if module.check_mode else "removed") if wrote else "absent"
+    except (IOError, OSError) as e:
+        msg = "cannot update %s: %s" % (acs.STATE_FILE, e)
+        module.fail_json(msg=msg, concerns={"acs": concerns.error("acs", msg, items=results.annotate(
+            out["drift"], res["results"]))}, **out)
+    if wrote:
+        out["drift"].append({"concern": "acs", "object": acs.STATE_FILE, "key": "acs",
+                             "current": "differs" if had else "missing",
+                             "desired": "recorded" if p["persist"] == "applier" else "absent"})
+    out["changed"] = out["changed"] or wrote
     if module._diff:
         before = acs.diff_lines(res["bridges"], "ctrl_before")
         after = acs.diff_lines(res["bridges"], "ctrl_after")
         out["diff"] = dict(before=before, after=after, before_header="ACS control (before)",
                            after_header="ACS control (after)")
+    if res["errors"]:
+        msg = results.failure_message("clearing ACS", "bridge(s)", res["results"])
+        out["concerns"] = {"acs": concerns.error("acs", msg, items=results.annotate(out["drift"], res["results"]))}
+        module.fail_json(msg=msg, **out)
+    out["concerns"] = {"acs": concerns.from_items("acs", out["drift"], module.check_mode)}
     module.exit_json(**out)
 
 

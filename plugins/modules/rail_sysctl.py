@@ -19,6 +19,10 @@ description:
     it as a whole. systemd-sysctl applies it at boot and, through systemd's udev rule for new network interfaces, when
     a rail appears later.
   - The kernel uses C(max(all, <iface>)) for these three settings, so C(all) always gets the same values as the rails.
+  - Each setting is written on its own. When one cannot be written or does not read back, the module goes on with
+    the others (and with routing), and fails at the end naming every failed setting; RV(changed) and RV(results)
+    say what was changed. The file keeps the line it had for a failed setting, so the boot applies what the
+    interface has.
   - With O(routing=true) each rail gets its own routing table (O(routing_table_base) + position of the rail in
     O(rails)) holding the rail's connected subnet route with the rail address as source (and a default route via
     the rail's gateway when one is given), and an C(ip rule from <rail address> lookup <table>). Routes and rules of
@@ -118,6 +122,27 @@ routing:
   description: Per-rail tables (rail, table, address, prefixlen, network, gateway) and the actions taken.
   returned: when O(routing=true)
   type: dict
+results:
+  description: One entry per setting, also when the module fails; C(object) the sysctl key
+    (C(net.ipv4.conf.<iface>.<key>)), C(result) C(changed) (in check mode, would change), C(unchanged) or
+    C(failed), C(error), C(changes) (C(key) C(value), C(before), C(after)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"object": "net.ipv4.conf.ens1np0.rp_filter", "result": "changed", "error": null,
+            "changes": [{"key": "value", "before": 1, "after": 2}]}]
+concerns:
+  description:
+    - The status of concerns C(sysctl) and C(routing) (see C(docs/concerns.md)), keyed by C(sysctl) and C(routing).
+    - C(routing) is C(not_applicable) with O(routing=false) when nothing of an earlier run's per-rail routing is
+      left, C(drift) when C(/etc/gpufabric/routing.json) or the C(routing) section of C(state.json) is still there
+      (the boot-time applier re-applies it; this module leaves existing routing alone).
+    - C(error) for a concern that failed; C(sysctl) items then carry each setting's C(result) and C(error).
+  returned: always
+  type: dict
+  sample: {"sysctl": {"status": "ok", "reason": null, "items": []},
+           "routing": {"status": "not_applicable", "reason": "per-rail routing is off (routing: false) and nothing
+                       of an earlier run is left to remove", "items": []}}
 drift:
   description: >-
     Deviations found before applying: concern C(sysctl) (object the interface, key the setting; or object the file)
@@ -132,6 +157,8 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import sysctl
 from ansible_collections.gpufabric.node.plugins.module_utils import routing
 from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
@@ -181,47 +208,63 @@ def main():
         elif p["routing_gateways"]:
             raise ValueError("routing_gateways needs routing: true")
     except ValueError as e:
-        module.fail_json(msg=str(e))
+        fail(module, str(e))
     iproute_class = None
     if p["routing"]:
         iproute_class, import_error = load_iproute()
         if iproute_class is None:
-            module.fail_json(msg=missing_required_lib("pyroute2"), exception=import_error)
+            fail(module, missing_required_lib("pyroute2"), exception=import_error)
 
     ipr = None
     route_res = None
+    route_error = None
     try:
+        try:
+            if p["routing"]:
+                # Addresses and the routing plan are read before any sysctl is written, so a rail without an
+                # address fails the task before anything is touched.
+                ipr = iproute_class()
+                addrs = routing.rail_ipv4(ipr, p["rails"])
+                routing.desired_tables(addrs, p["routing_table_base"], p["routing_gateways"])
+            res = sysctl.manage(sysroot, p["rails"], values, module.check_mode)
+        except (ValueError, sysctl.SysctlError, routing.RoutingError) as e:
+            fail(module, str(e))
+        except Exception as e:  # netlink errors carry an errno and a message; report them in words
+            fail(module, "applying rail settings failed: %s" % e, exception=traceback.format_exc())
         if p["routing"]:
-            # Addresses and the routing plan are read before any sysctl is written, so a rail without an
-            # address fails the task before anything is touched.
-            ipr = iproute_class()
-            addrs = routing.rail_ipv4(ipr, p["rails"])
-            routing.desired_tables(addrs, p["routing_table_base"], p["routing_gateways"])
-        res = sysctl.manage(sysroot, p["rails"], values, module.check_mode)
-        if p["routing"]:
-            route_res = routing.manage(sysroot, ipr, p["rails"], p["routing_table_base"],
-                                       p["routing_rule_priority"], p["routing_gateways"], module.check_mode)
-            # state.json points the boot-time applier at the routing state file.
-            route_res["recorded"] = state_store.record(sysroot, "routing", {"state_file": routing.STATE_FILE},
-                                                       module.check_mode)
-            if route_res["recorded"]:
-                route_res["changed"] = True
-                route_res["drift"].append({"concern": "routing", "object": state_store.STATE_FILE, "key": "routing",
-                                           "current": "missing", "desired": "recorded"})
-    except (ValueError, sysctl.SysctlError, routing.RoutingError) as e:
-        module.fail_json(msg=str(e))
-    except Exception as e:  # netlink errors carry an errno and a message; report them in words
-        module.fail_json(msg="applying rail settings failed: %s" % e, exception=traceback.format_exc())
+            # sysctls may have changed by now: a routing failure is reported with them, not instead of them
+            try:
+                route_res = routing.manage(sysroot, ipr, p["rails"], p["routing_table_base"],
+                                           p["routing_rule_priority"], p["routing_gateways"], module.check_mode)
+                # state.json points the boot-time applier at the routing state file.
+                route_res["recorded"] = state_store.record(sysroot, "routing", {"state_file": routing.STATE_FILE},
+                                                           module.check_mode)
+                if route_res["recorded"]:
+                    route_res["changed"] = True
+                    route_res["drift"].append({"concern": "routing", "object": state_store.STATE_FILE,
+                                               "key": "routing", "current": "missing", "desired": "recorded"})
+            except (ValueError, routing.RoutingError) as e:
+                route_error = "per-rail routing failed: %s" % e
+            except Exception as e:  # netlink errors (pyroute2 NetlinkError and friends)
+                route_error = "per-rail routing failed: %s: %s" % (type(e).__name__, e)
     finally:
         if ipr is not None:
             ipr.close()
 
+    sysctl_drift = list(res["drift"])
     out = dict(changed=res["changed"], settings=res["settings"], effective_rp_filter=res["effective_rp_filter"],
-               path=res["file"]["path"], drift=list(res["drift"]))
+               path=res["file"]["path"], drift=list(sysctl_drift), results=res["results"])
     diffs = [dict(before=res["live_before"], after=res["live_after"], before_header=sysctl.CONF_DIR + " (live)",
                   after_header=sysctl.CONF_DIR + " (live)"),
              dict(before=res["file"]["before"], after=res["file"]["after"],
                   before_header=res["file"]["path"], after_header=res["file"]["path"])]
+    msgs = []
+    if res["errors"]:
+        msgs.append(results.failure_message("rail sysctls", "setting(s)", res["results"]))
+        status = {"sysctl": concerns.error("sysctl", msgs[0], items=results.annotate(
+            sysctl_drift, res["results"], lambda i: sysctl.sysctl_key(i["object"], i["key"])))}
+    else:
+        status = {"sysctl": concerns.from_items("sysctl", sysctl_drift, module.check_mode)}
     if route_res is not None:
         out["changed"] = out["changed"] or route_res["changed"]
         out["drift"].extend(route_res["drift"])
@@ -234,9 +277,47 @@ def main():
         if plan_lines:
             diffs.append(dict(before="", after="".join(plan_lines), before_header="netlink (routes/rules)",
                               after_header="netlink changes"))
+        status["routing"] = concerns.from_items("routing", route_res["drift"], module.check_mode)
+    elif route_error:
+        msgs.append(route_error)
+        status["routing"] = concerns.error("routing", route_error)
+    else:
+        status["routing"] = routing_off_status(sysroot)
+    out["concerns"] = status
     if module._diff:
         out["diff"] = diffs
+    if msgs:
+        module.fail_json(msg="; ".join(msgs), **out)
     module.exit_json(**out)
+
+
+def fail(module, msg, **kw):
+    """A failure before anything was touched: both concerns of the module are in error."""
+    module.fail_json(msg=msg, concerns={"sysctl": concerns.error("sysctl", msg),
+                                        "routing": concerns.error("routing", msg) if module.params["routing"]
+                                        else routing_off_status(Sysroot())}, **kw)
+
+
+def routing_off_status(sysroot):
+    """routing: false. not_applicable when nothing of the collection's per-rail routing is left on the node;
+    drift when an earlier run's routing is still recorded (the boot-time applier re-applies it, and this module
+    leaves existing routing alone)."""
+    left = []
+    if sysroot.exists(routing.STATE_FILE):
+        left.append(routing.STATE_FILE)
+    try:
+        if "routing" in state_store.load(sysroot):
+            left.append("%s (routing section)" % state_store.STATE_FILE)
+    except state_store.StateError:
+        pass
+    if not left:
+        return concerns.status(concerns.NOT_APPLICABLE, "per-rail routing is off (routing: false) and nothing of "
+                               "an earlier run is left to remove")
+    return concerns.status(
+        concerns.DRIFT, "per-rail routing is off (routing: false) but %s is still recorded: the boot-time applier "
+        "re-applies those tables and rules, and this module leaves existing routing alone" % " and ".join(left),
+        [{"concern": "routing", "object": obj.split(" ")[0], "key": "recorded routing", "current": "present",
+          "desired": "absent"} for obj in left])
 
 
 if __name__ == "__main__":

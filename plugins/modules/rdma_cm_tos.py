@@ -20,6 +20,10 @@ description:
     mounts configfs on C(/sys/kernel/config); in check mode it only reports that it would.
   - Creates the configfs device group with C(mkdir) when needed (the kernel then creates C(ports/<n>/)), writes the
     value, reads it back and fails when it differs.
+  - Each port is set on its own. When a device group cannot be created, its ports do not appear, or a value cannot
+    be written or does not read back, the module goes on with the other ports and fails at the end naming every
+    failed port; RV(changed) and RV(results) say what was changed. A rail (or device) with a failed port keeps
+    what C(state.json) recorded for it before.
   - The value is not persistent. It is reset to 0 whenever the RDMA device registers (boot, driver reload, firmware
     reset); removing the configfs group does not reset it. The module records the rails (or devices) and the ToS
     in the C(rdma_cm) section of C(/etc/gpufabric/state.json); the collection's boot-time applier re-applies them
@@ -104,9 +108,30 @@ ports:
       type: int
       sample: 0
     after:
-      description: Value after (in check mode, the value that would be set).
+      description: Value after (in check mode, the value that would be set); as read back when the port failed.
       type: int
       sample: 106
+    error:
+      description: Why the port failed (naming C(<ibdev>/<port>)); null otherwise.
+      type: str
+results:
+  description: One entry per port C(<ibdev>/<port>), also when the module fails; C(result) C(changed) (in check
+    mode, would change), C(unchanged) or C(failed), C(error), C(changes) (C({key, before, after})).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"object": "mlx5_0/1", "result": "changed", "error": null,
+            "changes": [{"key": "default_roce_tos", "before": 0, "after": 106}]}]
+concerns:
+  description: The status of concern C(rdma_cm) (see C(docs/concerns.md)), keyed by C(rdma_cm), with C(status), C(reason) and C(items);
+    C(error) when the module fails, its items then carrying each port's C(result) and C(error).
+  returned: always
+  type: dict
+  sample:
+    rdma_cm:
+      status: drift
+      reason: "1 item(s) differ from the desired state: mlx5_0/1 default_roce_tos"
+      items: [{"concern": "rdma_cm", "object": "mlx5_0/1", "key": "default_roce_tos", "current": 0, "desired": 106}]
 configfs:
   description: C(present), C(loaded) (the module loaded rdma_cm/mounted configfs) or C(would load) (check mode).
   returned: always
@@ -135,7 +160,9 @@ actions:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
 
 
@@ -191,33 +218,48 @@ def main():
             section["devices"] = p["devices"]
         state_store.validate_section("rdma_cm", section)
     except (ValueError, rdma_cm.RdmaCmError, rdma_cm.RailError) as e:
-        module.fail_json(msg=str(e))
+        module.fail_json(msg=str(e), concerns={"rdma_cm": concerns.error("rdma_cm", str(e))})
 
     for w in rdma_cm.tos_warnings(tos, expected):
         module.warn(w)
 
     try:
         res = rdma_cm.apply_tos(sysroot, pairs, tos, module.check_mode, run=make_runner(module))
-        st_changed, st_before, st_after = state_store.plan_record(sysroot, "rdma_cm", section)
-        state_store.record(sysroot, "rdma_cm", section, module.check_mode)
-        state = {"changed": st_changed, "before": st_before, "after": st_after, "path": state_store.STATE_FILE}
     except (ValueError, rdma_cm.RdmaCmError, OSError, IOError) as e:
-        module.fail_json(msg="setting default_roce_tos failed: %s" % e)
+        msg = "setting default_roce_tos failed: %s" % e
+        module.fail_json(msg=msg, concerns={"rdma_cm": concerns.error("rdma_cm", msg)})
 
     for entry in res["ports"]:
         if (entry["device"], entry["port"]) in rail_of:
             entry["rail"] = rail_of[(entry["device"], entry["port"])]
-    drift = list(res["drift"])
-    if state["changed"]:
-        drift.append({"concern": "rdma_cm", "object": state["path"], "key": "rdma_cm",
-                      "current": "differs" if state["before"] else "missing", "desired": "recorded"})
-    out = dict(changed=res["changed"] or state["changed"], ports=res["ports"], configfs=res["configfs"],
-               drift=drift, actions=res["actions"], state_file=state["path"])
+    # a rail (or device) with a failed port keeps what state.json recorded for it
+    bad_ports = set(r["object"] for r in res["results"] if r["result"] == results.FAILED)
+    failed = sorted(set(e.get("rail") or e["device"] for e in res["ports"]
+                        if "%s/%d" % (e["device"], e["port"]) in bad_ports))
+    out = dict(changed=res["changed"], ports=res["ports"], results=res["results"], configfs=res["configfs"],
+               drift=list(res["drift"]), actions=res["actions"], state_file=state_store.STATE_FILE)
+    try:
+        st_changed, st_before, st_after = state_store.plan_record(sysroot, "rdma_cm", section, keep=failed)
+        state_store.record(sysroot, "rdma_cm", section, module.check_mode, keep=failed)
+    except (ValueError, OSError, IOError) as e:
+        msg = "recording the ToS for the boot-time applier failed: %s" % e
+        module.fail_json(msg=msg, concerns={"rdma_cm": concerns.error("rdma_cm", msg, items=results.annotate(
+            out["drift"], res["results"]))}, **out)
+    if st_changed:
+        out["drift"].append({"concern": "rdma_cm", "object": state_store.STATE_FILE, "key": "rdma_cm",
+                             "current": "differs" if st_before else "missing", "desired": "recorded"})
+    out["changed"] = out["changed"] or st_changed
     if module._diff:
         out["diff"] = [dict(before=diff_text(res["ports"], "before"), after=diff_text(res["ports"], "after"),
                             before_header=rdma_cm.RDMA_CM, after_header=rdma_cm.RDMA_CM),
-                       dict(before=state["before"], after=state["after"], before_header=state["path"],
-                            after_header=state["path"])]
+                       dict(before=st_before, after=st_after, before_header=state_store.STATE_FILE,
+                            after_header=state_store.STATE_FILE)]
+    if bad_ports:
+        msg = results.failure_message("setting default_roce_tos", "port(s)", res["results"])
+        out["concerns"] = {"rdma_cm": concerns.error("rdma_cm", msg, items=results.annotate(out["drift"],
+                                                                                             res["results"]))}
+        module.fail_json(msg=msg, **out)
+    out["concerns"] = {"rdma_cm": concerns.from_items("rdma_cm", out["drift"], module.check_mode)}
     module.exit_json(**out)
 
 

@@ -454,3 +454,42 @@ def test_app_object_needs_512(node, version, known):
     rc, _out, err = sh(root, "-j app show dev %s" % DEV)
     assert (rc == 0) is known
     assert ('Object "app" is unknown' in err) is not known
+
+
+# (object with the fault, errno name, command, counter that still counts the call)
+FAULT_CASES = [
+    ("pfc", "EBUSY", "pfc set dev %s prio-pfc all:off 3:on" % DEV, "pfc_set_calls", "Device or resource busy"),
+    ("app", "EOPNOTSUPP", "app add dev %s dscp-prio 26:3" % DEV, "app_set_calls", "Operation not supported"),
+    ("ets", "EIO", "ets set dev %s tc-tsa all:strict tc-bw all:0" % DEV, "ets_set_calls", "Input/output error"),
+]
+
+
+@pytest.mark.parametrize("obj,err,cmd,counter,text", FAULT_CASES, ids=[c[0] for c in FAULT_CASES])
+def test_injected_fault_fails_writes_of_that_object_only(node, obj, err, cmd, counter, text):
+    root = node()
+    before = dcb.state(root, DEV)
+    dcb.inject_fault(root, DEV, obj, err)
+    assert sh(root, cmd) == (1, "", "Attribute write: %s\n" % text)
+    after = dcb.state(root, DEV)
+    # the driver refused: the call is counted, the configuration is as it was
+    assert after["counters"][counter] == before["counters"][counter] + 1
+    assert dict((k, v) for k, v in after.items() if k != "counters") == \
+        dict((k, v) for k, v in before.items() if k != "counters")
+    # reads and the other objects still work
+    assert sh(root, "-j pfc show dev %s" % DEV)[0] == 0
+    other = "app add dev %s dscp-prio 26:3" % DEV if obj != "app" else "pfc set dev %s prio-pfc 3:on" % DEV
+    assert sh(root, other)[0] == 0
+
+
+def test_fault_survives_reset_and_clears(node):
+    root = node()
+    dcb.inject_fault(root, DEV, "pfc")
+    dcb.reset_device(root, DEV)
+    assert sh(root, "pfc set dev %s prio-pfc 3:on" % DEV)[0] == 1
+    dcb.clear_fault(root, DEV)
+    assert not os.path.exists(os.path.join(root, "var/lib/gpufabric-sim/dcb/faults", DEV + ".json"))
+    assert sh(root, "pfc set dev %s prio-pfc 3:on" % DEV)[0] == 0
+    with pytest.raises(ValueError):
+        dcb.inject_fault(root, DEV, "buffer")
+    with pytest.raises(ValueError):
+        dcb.inject_fault(root, DEV, "pfc", "ENOTANERRNO")

@@ -28,6 +28,13 @@ It models dcbnl plus the driver's callbacks:
   an exact duplicate, ENOENT on deleting a missing entry) and a driver with apptrust.
 
 Counters (``counters`` in the state) let tests prove what was or was not touched.
+
+Faults: ``inject_fault(root, netdev, obj, "EBUSY")`` writes ``<root>/var/lib/gpufabric-sim/dcb/faults/<netdev>.json``;
+from then on every write of ``obj`` (``app`` add/del/replace/flush, ``pfc``, ``ets``, ``apptrust`` set) on that
+netdev fails in the driver callback with that errno, as mlx5 does when firmware refuses a setting (EBUSY,
+EOPNOTSUPP, EIO, ...): dcbnl returns the error, dcb prints ``Attribute write: <strerror>`` and exits 1, the device
+keeps its state (the call is counted). Reads are not affected. A fault survives ``reset_device`` (it models the
+device, not its configuration); ``clear_fault`` removes it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -193,6 +200,42 @@ def reset_device(root, netdev):
 def state(root, netdev):
     """The device's emulated kernel/driver state (dict) or None."""
     return _read_json(_dev_path(root, netdev))
+
+
+FAULT_OBJECTS = ("app", "pfc", "ets", "apptrust")
+
+
+def _fault_path(root, netdev):
+    return os.path.join(_sim_dir(root), "dcb", "faults", netdev + ".json")
+
+
+def inject_fault(root, netdev, obj, err="EBUSY"):
+    """Make every write of ``obj`` on ``netdev`` fail with errno ``err`` (a name such as EBUSY or EOPNOTSUPP)."""
+    if obj not in FAULT_OBJECTS:
+        raise ValueError("obj must be one of %s" % ", ".join(FAULT_OBJECTS))
+    if not isinstance(getattr(errno, err, None), int):
+        raise ValueError("%r is not an errno name" % (err,))
+    faults = _read_json(_fault_path(root, netdev), {}) or {}
+    faults[obj] = err
+    _write_json(_fault_path(root, netdev), faults)
+
+
+def clear_fault(root, netdev, obj=None):
+    """Remove the fault of ``obj`` (every fault when None) from ``netdev``."""
+    path = _fault_path(root, netdev)
+    faults = _read_json(path, {}) or {}
+    for o in ([obj] if obj else list(faults)):
+        faults.pop(o, None)
+    if faults:
+        _write_json(path, faults)
+    elif os.path.exists(path):
+        os.unlink(path)
+
+
+def fault_errno(root, netdev, obj):
+    """The errno a write of ``obj`` on ``netdev`` fails with (0: none injected)."""
+    name = (_read_json(_fault_path(root, netdev), {}) or {}).get(obj)
+    return getattr(errno, name, errno.EIO) if name else 0
 
 
 def dscp_priority(st, dscp):
@@ -498,6 +541,13 @@ class _Kernel(object):
     def save(self):
         _write_json(self.path, self.st)
 
+    def _injected(self, obj):
+        """An injected fault of the driver callback: the call was made (counted), nothing changed."""
+        err = fault_errno(self.ctx.root, self.dev, obj)
+        if err:
+            self.save()
+            self._fail("Attribute write", err)
+
     @property
     def mlx5(self):
         return self.st["driver"] == "mlx5_core"
@@ -509,6 +559,7 @@ class _Kernel(object):
     def app_set(self, apps):
         st = self.write_begin()
         st["counters"]["app_set_calls"] += 1
+        self._injected("app")
         err = 0
         for sel, proto, prio in apps:
             err = self._mlx5_setapp(sel, proto, prio) if self.mlx5 else self._generic_setapp(
@@ -522,6 +573,7 @@ class _Kernel(object):
     def app_del(self, apps):
         st = self.write_begin()
         st["counters"]["app_del_calls"] += 1
+        self._injected("app")
         err = 0
         for sel, proto, prio in apps:
             err = self._mlx5_delapp(sel, proto, prio) if self.mlx5 else self._generic_delapp(
@@ -589,6 +641,7 @@ class _Kernel(object):
         st = self.write_begin()
         c = st["counters"]
         c["pfc_set_calls"] += 1
+        self._injected("pfc")
         if pfc["pfc_en"] != st["pfc"]["pfc_en"]:
             c["pfc_en_changes"] += 1
             if self.mlx5:
@@ -609,6 +662,7 @@ class _Kernel(object):
     def ets_set(self, ets):
         st = self.write_begin()
         st["counters"]["ets_set_calls"] += 1
+        self._injected("ets")
         if self.mlx5:
             if any(p >= 8 for p in ets["prio_tc"]):
                 self.save()
@@ -634,6 +688,7 @@ class _Kernel(object):
     def apptrust_set(self, order):
         st = self.write_begin()
         st["counters"]["apptrust_set_calls"] += 1
+        self._injected("apptrust")
         if self.mlx5:
             self.save()
             self._fail("Attribute write", errno.EOPNOTSUPP)

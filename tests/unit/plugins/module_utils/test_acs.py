@@ -173,8 +173,9 @@ def test_shipped_topology(tmp_path, name, expected, arg):
     h0 = tree_hash(sr.root)
     dry = acs.apply_acs(sr, sel.sorted(), acs.DEFAULT_CLEAR, check_mode=True)
     assert tree_hash(sr.root) == h0, "check mode wrote something"
-    assert not dry["changed"] and not dry["errors"]
     with_acs = [b for b, v in expected.items() if v[2]]
+    # check mode says what a real run would do: change the bridges with ACS
+    assert dry["changed"] is bool(with_acs) and not dry["errors"]
     assert sorted(d["object"] for d in dry["drift"]) == sorted(with_acs)
     assert all(d == {"concern": "acs", "object": d["object"], "key": "acs_ctrl", "current": "0x001d",
                      "desired": "0x0011"} for d in dry["drift"])
@@ -487,3 +488,40 @@ def test_resolve_forms(tmp_path):
     assert acs.resolve(scan, "0000:11:00.0/00.0/00.0/00.0") == "0000:14:00.0"
     with pytest.raises(acs.AcsError, match="not <dev>.<fn>"):
         acs.resolve(scan, "0000:10:01.0/zz")
+
+
+def _e(bdf, status, acs_present=True):
+    return {"bdf": bdf, "kernel_path": "0000:%s/00.0" % bdf[5:], "acs": acs_present, "status": status}
+
+
+RR_CR_EC = ["ReqRedir", "CmpltRedir", "EgressCtrl"]
+MORE = ["SrcValid", "ReqRedir", "CmpltRedir", "EgressCtrl"]
+PREV = {"schema": acs.STATE_SCHEMA, "clear": RR_CR_EC,
+        "bridges": [{"bdf": "0000:17:00.0", "kernel_path": "0000:17:00.0/00.0"},
+                    {"bdf": "0000:17:01.0", "kernel_path": "0000:17:01.0/00.0"}]}
+STATE_DOC_CASES = [
+    # id, entries, clear, previous, bridges recorded (bdf, own clear or None)
+    ("all applied", [_e("0000:17:00.0", "cleared"), _e("0000:17:01.0", "ok")], MORE, PREV,
+     [("0000:17:00.0", None), ("0000:17:01.0", None)]),
+    ("a failed bridge keeps its bits", [_e("0000:17:00.0", "cleared"), _e("0000:17:01.0", "error")], MORE, PREV,
+     [("0000:17:00.0", None), ("0000:17:01.0", RR_CR_EC)]),
+    ("a failed bridge with the same bits needs no own clear",
+     [_e("0000:17:00.0", "cleared"), _e("0000:17:01.0", "not_written")], RR_CR_EC, PREV,
+     [("0000:17:00.0", None), ("0000:17:01.0", None)]),
+    ("a failed bridge never recorded is left out", [_e("0000:17:00.0", "cleared"), _e("0000:18:00.0", "error")],
+     MORE, PREV, [("0000:17:00.0", None)]),
+    ("no previous document", [_e("0000:17:00.0", "error")], MORE, None, []),
+    ("bridges without ACS are not recorded", [_e("0000:17:00.0", "no_acs", False)], MORE, PREV, []),
+]
+
+
+@pytest.mark.parametrize("entries,clear,previous,expected", [c[1:] for c in STATE_DOC_CASES],
+                         ids=[c[0] for c in STATE_DOC_CASES])
+def test_state_document_keeps_failed_bridges(entries, clear, previous, expected):
+    doc = acs.state_document(entries, clear, previous)
+    assert doc["clear"] == clear
+    assert [(b["bdf"], b.get("clear")) for b in doc["bridges"]] == expected
+    groups = acs.state_groups(doc)
+    assert sorted(b["bdf"] for bridges, _c in groups for b in bridges) == [bdf for bdf, _c in expected]
+    assert all(c == (own or clear) for bridges, c in groups for b in bridges for bdf, own in expected
+               if bdf == b["bdf"])

@@ -357,9 +357,12 @@ def test_split_batch_json(case):
 def test_batch_failure_falls_back_to_precise_errors(tmp_path):
     sr, run = _node(tmp_path, ["ens1np0"], "6.5.0")
     (tmp_path / "sys" / "class" / "net" / "veth0").mkdir()
-    with pytest.raises(dcb.DcbError) as e:
-        dcb.apply_dcb(run, ["ens1np0", "veth0"], {}, True, sysroot=sr)
-    assert "dcb -j app show dev veth0 failed" in str(e.value) and "Operation not supported" in str(e.value)
+    res = dcb.apply_dcb(run, ["ens1np0", "veth0"], {}, True, sysroot=sr)
+    ok, bad = res["results"]
+    assert bad["object"] == "veth0" and bad["result"] == "failed"
+    assert "dcb -j app show dev veth0 failed" in bad["error"] and "Operation not supported" in bad["error"]
+    # the readable rail is still planned (check mode: would change)
+    assert ok["object"] == "ens1np0" and ok["result"] == "changed" and res["changed"]
     # veth0 has no driver: its apptrust probe needs the version first; -V runs once, not again on fallback
     assert [c[:3] for c in run.calls[:3]] == [["dcb", "-V"], ["dcb", "-j", "apptrust"], ["dcb", "-j", "-b"]]
     assert run.calls.count(["dcb", "-V"]) == 1
@@ -520,9 +523,10 @@ def test_validation_runs_nothing(tmp_path):
 def test_device_without_dcb_fails_clearly(tmp_path):
     sr, run = _node(tmp_path, ["ens1np0"])
     (tmp_path / "sys" / "class" / "net" / "veth0").mkdir()
-    with pytest.raises(dcb.DcbError) as e:
-        dcb.apply_dcb(run, ["veth0"], {}, False, sysroot=sr)
-    assert "Operation not supported" in str(e.value)
+    res = dcb.apply_dcb(run, ["veth0"], {}, False, sysroot=sr)
+    assert not res["changed"] and res["commands"] == [] and run.writes() == []
+    assert res["results"] == [{"object": "veth0", "result": "failed", "error": res["errors"][0], "changes": []}]
+    assert "Operation not supported" in res["errors"][0] and "veth0" in res["errors"][0]
 
 
 def test_readback_mismatch_fails(tmp_path):
@@ -532,21 +536,37 @@ def test_readback_mismatch_fails(tmp_path):
         if argv[1:3] == ["pfc", "set"]:
             return 0, "", ""  # claims success, changes nothing
         return run(argv)
-    with pytest.raises(dcb.DcbError) as e:
-        dcb.apply_dcb(lying, ["ens1np0"], {}, False, sysroot=sr)
-    assert "does not read back" in str(e.value) and "pfc" in str(e.value)
+    res = dcb.apply_dcb(lying, ["ens1np0"], {}, False, sysroot=sr)
+    r = res["results"][0]
+    assert r["result"] == "failed" and "does not read back" in r["error"] and "pfc" in r["error"]
+    # the DSCP entry did get in: the rail changed in part, and says so
+    assert res["changed"] and [c["key"] for c in r["changes"]] == ["trust", "dscp_prio:26"]
 
 
-def test_failed_command_reports_stderr(tmp_path):
-    sr, run = _node(tmp_path, ["ens1np0"])
+# (failing command, commands that must have run on the rail, what changed on it)
+FAILING_COMMAND_CASES = [
+    ("app", [["app", "add"]], []),
+    ("pfc", [["app", "add"], ["pfc", "set"]], ["trust", "dscp_prio:26"]),
+]
+
+
+@pytest.mark.parametrize("obj,ran,changed_keys", FAILING_COMMAND_CASES, ids=[c[0] for c in FAILING_COMMAND_CASES])
+def test_failed_command_stops_that_rail_only(tmp_path, obj, ran, changed_keys):
+    sr, run = _node(tmp_path, RAILS)
 
     def failing(argv):
-        if argv[1:3] == ["app", "add"]:
+        if argv[1:3] == [obj, {"app": "add", "pfc": "set"}[obj]] and argv[4] == RAILS[0]:
             return 1, "", "Attribute write: Invalid argument\n"
         return run(argv)
-    with pytest.raises(dcb.DcbError) as e:
-        dcb.apply_dcb(failing, ["ens1np0"], {}, False, sysroot=sr)
-    assert "Invalid argument" in str(e.value) and "ens1np0" in str(e.value)
+    res = dcb.apply_dcb(failing, RAILS, {}, False, sysroot=sr)
+    bad, good = res["results"]
+    assert bad["result"] == "failed" and "Invalid argument" in bad["error"] and RAILS[0] in bad["error"]
+    assert [c[1:3] for c in res["commands"] if c[4] == RAILS[0]] == ran
+    assert [c["key"] for c in bad["changes"]] == changed_keys
+    # the other rail is configured all the same
+    assert good["result"] == "changed" and good["error"] is None
+    assert dcb_emu.state(str(tmp_path), RAILS[1])["trust"] == "dscp"
+    assert res["changed"] and res["errors"] == [bad["error"]]
 
 
 def test_diff_text():

@@ -132,21 +132,49 @@ def test_ports_never_appear_times_out(tmp_path):
 
 def test_apply_times_out_with_real_clock(tmp_path):
     sr = build(tmp_path)
-    with pytest.raises(rdma_cm.RdmaCmError, match="mlx5_0"):
-        rdma_cm.apply_tos(sr, [("mlx5_0", 1)], 106, False, wait_timeout=0.1)
-    # the group was created (kernel interaction happened) but no value was written
-    assert os.path.isdir(os.path.join(str(tmp_path), RDMA, "mlx5_0"))
+    res = rdma_cm.apply_tos(sr, [("mlx5_0", 1)], 106, False, wait_timeout=0.1)
+    assert [r["result"] for r in res["results"]] == ["failed"]
+    assert "mlx5_0/1" in res["errors"][0] and "did not appear under ports/" in res["errors"][0]
+    # the group was created (kernel interaction happened: a change) but no value was written
+    assert res["changed"] and os.path.isdir(os.path.join(str(tmp_path), RDMA, "mlx5_0"))
+    assert res["results"][0]["changes"] == []
 
 
-def test_read_back_mismatch_fails(tmp_path):
-    class ClampingSysroot(Sysroot):
-        def write_attr(self, p, value):
-            Sysroot.write_attr(self, p, "0\n")
+class FlakySysroot(Sysroot):
+    """Writes to the ports listed in ``clamp`` land as 0, those in ``refuse`` fail (EIO); the rest work."""
 
-    build(tmp_path, groups={"mlx5_0": {1: 0}})
-    sr = ClampingSysroot(str(tmp_path))
-    with pytest.raises(rdma_cm.RdmaCmError, match="reads back 0"):
-        rdma_cm.apply_tos(sr, [("mlx5_0", 1)], 106, False)
+    def __init__(self, root, clamp=(), refuse=()):
+        Sysroot.__init__(self, root)
+        self.clamp, self.refuse = clamp, refuse
+
+    def write_attr(self, p, value):
+        if any("/%s/ports/1/" % d in p for d in self.refuse):
+            raise IOError(5, "Input/output error")
+        Sysroot.write_attr(self, p, "0\n" if any("/%s/ports/1/" % d in p for d in self.clamp) else value)
+
+
+# id, clamp, refuse, results per device, changed
+PORT_FAILURE_CASES = [
+    ("read-back mismatch", ["mlx5_0"], [], ["failed", "changed", "changed"], True, "reads back 0"),
+    ("write refused", [], ["mlx5_1"], ["changed", "failed", "changed"], True, "Input/output error"),
+    ("all refused", [], ["mlx5_0", "mlx5_1", "mlx5_2"], ["failed", "failed", "failed"], False, "Input/output"),
+]
+
+
+@pytest.mark.parametrize("clamp,refuse,outcomes,changed,needle", [c[1:] for c in PORT_FAILURE_CASES],
+                         ids=[c[0] for c in PORT_FAILURE_CASES])
+def test_port_failures_leave_the_other_ports_set(tmp_path, clamp, refuse, outcomes, changed, needle):
+    devices = {"mlx5_0": 1, "mlx5_1": 1, "mlx5_2": 1}
+    build(tmp_path, devices, groups=dict((d, {1: 0}) for d in devices))
+    sr = FlakySysroot(str(tmp_path), clamp, refuse)
+    res = rdma_cm.apply_tos(sr, [(d, 1) for d in sorted(devices)], 106, False)
+    assert [r["result"] for r in res["results"]] == outcomes
+    assert res["changed"] is changed
+    for d, outcome in zip(sorted(devices), outcomes):
+        assert read_tos(tmp_path, d, 1) == (106 if outcome == "changed" else 0)
+    bad = [r for r in res["results"] if r["result"] == "failed"]
+    assert all(needle in r["error"] and r["object"] in r["error"] for r in bad)
+    assert res["errors"] == [r["error"] for r in bad]
 
 
 class Runner(object):

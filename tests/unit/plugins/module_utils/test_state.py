@@ -188,3 +188,92 @@ def test_dcb_desired_is_apply_dcb_argument(tmp_path):
     section = state.validate_section("dcb", DCB)
     assert state.dcb_desired(section) == {"dscp_map": [{"dscp": 26, "priority": 3}], "pfc_priorities": [3],
                                           "trust": "dscp", "ets": None}
+
+
+def _dcb(rails, pfc):
+    return {"rails": rails, "dscp_map": [{"dscp": 26, "priority": 3}], "pfc_priorities": pfc, "trust": "dscp",
+            "ets": None}
+
+
+GROUP_CASES = [
+    # id, concern, input, stored
+    ("one group is stored flat", "dcb", {"groups": [_dcb(["ens2np0", "ens1np0"], [3])]},
+     _dcb(["ens1np0", "ens2np0"], [3])),
+    ("groups with equal settings merge", "dcb", {"groups": [_dcb(["ens2np0"], [3]), _dcb(["ens1np0"], [3])]},
+     _dcb(["ens1np0", "ens2np0"], [3])),
+    ("groups sorted by their first rail", "dcb", {"groups": [_dcb(["ens5np0"], [3]), _dcb(["ens1np0"], [4])]},
+     {"groups": [_dcb(["ens1np0"], [4]), _dcb(["ens5np0"], [3])]}),
+    ("rdma_cm groups", "rdma_cm", {"groups": [{"devices": ["mlx5_4"], "tos": 104},
+                                              {"devices": ["mlx5_1", "mlx5_0"], "tos": 106}]},
+     {"groups": [{"devices": ["mlx5_0", "mlx5_1"], "tos": 106}, {"devices": ["mlx5_4"], "tos": 104}]}),
+]
+
+
+@pytest.mark.parametrize("concern,data,expected", [c[1:] for c in GROUP_CASES], ids=[c[0] for c in GROUP_CASES])
+def test_groups_normalise(concern, data, expected):
+    assert state.validate_section(concern, data) == expected
+
+
+GROUP_BAD = [
+    ("rail in two groups", "dcb", {"groups": [_dcb(["ens1np0"], [3]), _dcb(["ens1np0"], [4])]},
+     "rails ens1np0 recorded twice"),
+    ("same rail twice after merging", "dcb", {"groups": [_dcb(["ens1np0"], [3]), _dcb(["ens1np0"], [3])]},
+     "recorded twice"),
+    ("kinds mixed", "rdma_cm", {"groups": [{"rails": ["ens1np0"], "tos": 106}, {"devices": ["mlx5_1"], "tos": 104}]},
+     "mix rails and devices"),
+    ("empty groups", "dcb", {"groups": []}, "dcb.groups must be a non-empty list"),
+    ("groups beside settings", "dcb", {"groups": [_dcb(["ens1np0"], [3])], "trust": "dscp"}, "unknown key(s) trust"),
+    ("bad group", "dcb", {"groups": [_dcb(["ens1np0"], [3]), {"rails": []}]}, "dcb.groups[1].rails"),
+]
+
+
+@pytest.mark.parametrize("concern,data,msg", [c[1:] for c in GROUP_BAD], ids=[c[0] for c in GROUP_BAD])
+def test_groups_rejected(concern, data, msg):
+    with pytest.raises(ValueError) as e:
+        state.validate_section(concern, data)
+    assert msg in str(e.value)
+
+
+R = ["ens1np0", "ens2np0", "ens3np0"]
+KEEP_CASES = [
+    # id, concern, previous section (None: none), new section, failed, recorded
+    ("nothing failed", "dcb", _dcb(R, [3]), _dcb(R, [4]), [], _dcb(R, [4])),
+    ("a failed rail keeps its settings", "dcb", _dcb(R, [3]), _dcb(R, [4]), ["ens2np0"],
+     {"groups": [_dcb(["ens1np0", "ens3np0"], [4]), _dcb(["ens2np0"], [3])]}),
+    ("a failed rail without a record gets none", "dcb", _dcb(["ens1np0"], [3]), _dcb(R, [4]), ["ens2np0"],
+     _dcb(["ens1np0", "ens3np0"], [4])),
+    ("no record at all", "dcb", None, _dcb(R, [4]), ["ens2np0"], _dcb(["ens1np0", "ens3np0"], [4])),
+    ("every rail failed", "dcb", _dcb(R, [3]), _dcb(R, [4]), R, _dcb(R, [3])),
+    ("every rail failed, none recorded", "dcb", None, _dcb(R, [4]), R, None),
+    ("failed rail had the new settings already", "dcb", _dcb(R, [4]), _dcb(R, [4]), ["ens2np0"], _dcb(R, [4])),
+    ("rails no longer listed are dropped", "dcb", _dcb(R, [3]), _dcb(["ens1np0", "ens2np0"], [4]), ["ens2np0"],
+     {"groups": [_dcb(["ens1np0"], [4]), _dcb(["ens2np0"], [3])]}),
+    ("an earlier group is kept per rail", "dcb",
+     {"groups": [_dcb(["ens1np0", "ens3np0"], [4]), _dcb(["ens2np0"], [3])]}, _dcb(R, [5]), ["ens2np0"],
+     {"groups": [_dcb(["ens1np0", "ens3np0"], [5]), _dcb(["ens2np0"], [3])]}),
+    ("rdma_cm by rails", "rdma_cm", {"rails": R, "tos": 104}, {"rails": R, "tos": 106}, ["ens3np0"],
+     {"groups": [{"rails": ["ens1np0", "ens2np0"], "tos": 106}, {"rails": ["ens3np0"], "tos": 104}]}),
+    ("rdma_cm recorded by devices, now by rails: not kept", "rdma_cm", {"devices": ["mlx5_2"], "tos": 104},
+     {"rails": R, "tos": 106}, ["ens3np0"], {"rails": ["ens1np0", "ens2np0"], "tos": 106}),
+]
+
+
+@pytest.mark.parametrize("concern,previous,new,failed,expected", [c[1:] for c in KEEP_CASES],
+                         ids=[c[0] for c in KEEP_CASES])
+def test_record_keeps_failed_objects(tmp_path, concern, previous, new, failed, expected):
+    sr = Sysroot(str(tmp_path))
+    if previous is not None:
+        state.record(sr, concern, previous, False)
+    h = sr.read_raw(state.STATE_FILE)
+    # check mode plans the same and writes nothing
+    state.record(sr, concern, new, True, keep=failed)
+    assert sr.read_raw(state.STATE_FILE) == h
+    state.record(sr, concern, new, False, keep=failed)
+    assert state.load(sr).get(concern) == expected
+
+
+def test_dcb_groups_for_the_applier():
+    section = state.validate_section("dcb", {"groups": [_dcb(["ens2np0"], [3]), _dcb(["ens1np0"], [4])]})
+    assert [(rails, d["pfc_priorities"]) for rails, d in state.dcb_groups(section)] == [
+        (["ens1np0"], [4]), (["ens2np0"], [3])]
+    assert state.dcb_groups(state.validate_section("dcb", _dcb(R, [3])))[0][0] == R

@@ -90,7 +90,9 @@ def test_default_run(node, warned, name):
     dry = run_module(pcie_acs, {}, check_mode=True, diff=True)
     assert not dry.get("failed"), dry
     assert tree_hash(root) == h0
-    assert dry["changed"] is False
+    # check mode says what a real run does: it would clear the bridges
+    assert dry["changed"] is True
+    assert dry["concerns"]["acs"]["status"] == "drift"
     assert sorted(d["object"] for d in dry["drift"]) == EXPECTED_CLEARED[name]
     assert [b["status"] for b in dry["bridges"] if b["acs"]] == ["would_clear"] * len(EXPECTED_CLEARED[name])
     assert "0x001d" in dry["diff"]["before"] and "0x0011" in dry["diff"]["after"]
@@ -241,3 +243,47 @@ def test_host_without_gpus_changes_nothing(tmp_path, monkeypatch, warned):
     assert res["changed"] is False and res["bridges"] == [] and res["kernel_arg"] is None
     assert len(warned) == 1 and "nothing to do" in warned[0]
     assert tree_hash(root) == h0
+
+
+def test_partial_write_failure_goes_on_and_keeps_the_failed_bridge_record(node, monkeypatch):
+    """One bridge refuses the write: the others are cleared, the result says changed with one result per bridge,
+    and acs.json records the new bits for the bridges that got them while the failed one keeps its old record."""
+    root = node("hgx-h200")
+    sr = Sysroot(root)
+    assert not run_module(pcie_acs, {"persist": "applier"}).get("failed")
+    for bdf in EXPECTED_CLEARED["hgx-h200"]:
+        pci.write_acs_ctrl(sr, bdf, 0x1D)                 # a reboot: the kernel set its defaults again
+    bad = "0000:39:02.0"
+    real = pci.write_acs_ctrl
+
+    def refusing(sysroot, bdf, value):
+        if bdf == bad:
+            raise pci.PciError("ACS control of %s reads back 0x001d after writing 0x0010" % bdf)
+        return real(sysroot, bdf, value)
+
+    monkeypatch.setattr(pci, "write_acs_ctrl", refusing)
+    more = ["ReqRedir", "CmpltRedir", "EgressCtrl", "SrcValid"]
+    res = run_module(pcie_acs, {"persist": "applier", "clear": more})
+    assert res["failed"] is True and res["changed"] is True
+    assert res["msg"].startswith("clearing ACS failed on bridge(s) %s: %s: ACS control" % (bad, bad))
+    by = dict((r["object"], r) for r in res["results"])
+    assert by[bad]["result"] == "failed" and by[bad]["changes"] == []
+    others = [b for b in EXPECTED_CLEARED["hgx-h200"] if b != bad]
+    assert all(by[b]["result"] == "changed" and by[b]["changes"] == [
+        {"key": "acs_ctrl", "before": "0x001d", "after": "0x0010"}] for b in others)
+    assert res["concerns"]["acs"]["status"] == "error"
+    assert [i["result"] for i in res["concerns"]["acs"]["items"] if i["object"] == bad] == ["failed"]
+    doc = acs.read_state(sr)
+    assert doc["clear"] == ["SrcValid", "ReqRedir", "CmpltRedir", "EgressCtrl"]
+    kept = [b for b in doc["bridges"] if "clear" in b]
+    assert kept == [{"bdf": bad, "kernel_path": kept[0]["kernel_path"], "clear": acs.DEFAULT_CLEAR}]
+    assert sorted(b["bdf"] for b in doc["bridges"]) == EXPECTED_CLEARED["hgx-h200"]
+
+    # the boot-time applier after the next reboot: each bridge gets what it has now
+    monkeypatch.setattr(pci, "write_acs_ctrl", real)
+    for bdf in EXPECTED_CLEARED["hgx-h200"]:
+        pci.write_acs_ctrl(sr, bdf, 0x1D)
+    out = acs.apply_state(sr)
+    assert out["changed"] and not out["errors"]
+    assert pci.acs_info(sr, bad)["ctrl"] == 0x0011
+    assert all(pci.acs_info(sr, b)["ctrl"] == 0x0010 for b in others)

@@ -204,3 +204,100 @@ def test_sysctl_only_without_pyroute2_works(root, monkeypatch):
     res = run_module(rail_sysctl, {"rails": RAILS}, check_mode=True, monkeypatch=monkeypatch)
     assert not res.get("failed"), res
     assert res["changed"] is True
+
+
+class RefusingSysroot(Sysroot):
+    """The kernel refuses writes to the settings listed (EINVAL), as for an interface being torn down."""
+    refuse = ()
+
+    def write_attr(self, p, value):
+        if any(p.endswith("/%s/%s" % (iface, key)) for iface, key in self.refuse):
+            raise IOError(22, "Invalid argument")
+        Sysroot.write_attr(self, p, value)
+
+
+def test_refused_setting_goes_on_and_keeps_its_file_line(root, monkeypatch):
+    # a first run with rp_filter 0 puts its values in the file
+    assert not run_module(rail_sysctl, {"rails": RAILS, "rp_filter": 0}, monkeypatch=monkeypatch).get("failed")
+    monkeypatch.setattr(RefusingSysroot, "refuse", (("rail1", "rp_filter"),))
+    monkeypatch.setattr(rail_sysctl, "Sysroot", RefusingSysroot)
+    res = run_module(rail_sysctl, {"rails": RAILS}, monkeypatch=monkeypatch)
+    assert res["failed"] is True and res["changed"] is True
+    assert res["msg"].startswith("rail sysctls failed on setting(s) net.ipv4.conf.rail1.rp_filter: "
+                                 "net.ipv4.conf.rail1.rp_filter: cannot write 2 to")
+    by = dict((r["object"], r) for r in res["results"])
+    assert by["net.ipv4.conf.rail1.rp_filter"]["result"] == "failed"
+    assert by["net.ipv4.conf.rail0.rp_filter"] == {"object": "net.ipv4.conf.rail0.rp_filter", "result": "changed",
+                                                   "error": None,
+                                                   "changes": [{"key": "value", "before": 0, "after": 2}]}
+    assert by["net.ipv4.conf.rail1.arp_ignore"]["result"] == "unchanged"
+    assert val(root, "rail0", "rp_filter") == 2 and val(root, "rail1", "rp_filter") == 0
+    # the file says what the interfaces have: the refused setting keeps the line of the first run
+    text = sysctl_file(root)
+    assert "net.ipv4.conf.rail0.rp_filter = 2" in text and "net.ipv4.conf.rail1.rp_filter = 0" in text
+    st = res["concerns"]["sysctl"]
+    assert st["status"] == "error"
+    assert [i["result"] for i in st["items"] if i["object"] == "rail1"] == ["failed"]
+    assert res["concerns"]["routing"]["status"] == "not_applicable"
+
+
+ROUTING_OFF = [
+    # id, what an earlier run left, status
+    ("nothing left", {}, "not_applicable"),
+    ("routing.json left", {"etc/gpufabric/routing.json": '{"version": 1, "rails": []}\n'}, "drift"),
+    ("state.json points at it", {"etc/gpufabric/state.json": json.dumps(
+        {"version": 1, "routing": {"state_file": "/etc/gpufabric/routing.json"}})}, "drift"),
+]
+
+
+@pytest.mark.parametrize("left,status", [c[1:] for c in ROUTING_OFF], ids=[c[0] for c in ROUTING_OFF])
+def test_routing_off_status(root, monkeypatch, left, status):
+    for rel, text in left.items():
+        _w(os.path.join(root, rel), text)
+    for check in (True, False):
+        res = run_module(rail_sysctl, {"rails": RAILS}, check_mode=check, monkeypatch=monkeypatch)
+        assert not res.get("failed"), res
+        st = res["concerns"]["routing"]
+        assert st["status"] == status and st["reason"]
+        assert [i["object"] for i in st["items"]] == [
+            "/" + rel for rel in left]
+    assert res["concerns"]["sysctl"]["status"] == "ok"
+
+
+def test_routing_failure_after_sysctls_says_what_changed(root, monkeypatch):
+    class Broken(object):
+        """IPRoute whose dumps work until the routes are read (a netlink error mid-run)."""
+
+        def __init__(self):
+            self.closed = False
+
+        def get_links(self):
+            return [Msg({"IFLA_IFNAME": n}, index=i + 2) for i, n in enumerate(RAILS)]
+
+        def get_addr(self, index, family):
+            return [Msg({"IFA_ADDRESS": "10.100.%d.1" % (index - 2)}, flags=0, prefixlen=16)]
+
+        def get_routes(self, family):
+            raise OSError(16, "Device or resource busy")
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(rail_sysctl, "IPRoute", Broken)
+    res = run_module(rail_sysctl, {"rails": RAILS, "routing": True}, monkeypatch=monkeypatch)
+    assert res["failed"] is True and res["changed"] is True
+    assert "per-rail routing failed: OSError" in res["msg"]
+    assert res["concerns"]["sysctl"]["status"] == "ok" and res["concerns"]["sysctl"].get("corrected")
+    assert res["concerns"]["routing"]["status"] == "error"
+    assert val(root, "all", "arp_ignore") == 1
+
+
+class Msg(dict):
+    """Just enough of a pyroute2 message: attributes by name, fields by key."""
+
+    def __init__(self, attrs, **fields):
+        dict.__init__(self, fields)
+        self.attrs = attrs
+
+    def get_attr(self, name):
+        return self.attrs.get(name)

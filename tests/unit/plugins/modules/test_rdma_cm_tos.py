@@ -58,7 +58,11 @@ def test_rails_apply_then_idempotent(node, monkeypatch):
     assert not first.get("failed"), first
     assert first["changed"] is True
     assert len(first["ports"]) == 8 and len(first["drift"]) == 9  # 8 ports + the state file
-    assert first["ports"][0] == {"device": "mlx5_0", "port": 1, "rail": "ens1np0", "before": 0, "after": 106}
+    assert first["ports"][0] == {"device": "mlx5_0", "port": 1, "rail": "ens1np0", "before": 0, "after": 106,
+                                 "error": None}
+    assert first["results"][0] == {"object": "mlx5_0/1", "result": "changed", "error": None,
+                                   "changes": [{"key": "default_roce_tos", "before": 0, "after": 106}]}
+    assert first["concerns"]["rdma_cm"]["status"] == "ok" and first["concerns"]["rdma_cm"]["corrected"]
     assert "mlx5_0/1 default_roce_tos = 0" in first["diff"][0]["before"]
     assert "mlx5_7/1 default_roce_tos = 106" in first["diff"][0]["after"]
     assert all(tos_of(root, r["ibdev"]) == 106 for r in manifest["rails"])
@@ -135,4 +139,8 @@ def test_ports_timeout_is_reported(node, monkeypatch):
     monkeypatch.setattr(rdma_cm, "_clock", clock)
     res = run_module(rdma_cm_tos, {"devices": ["mlx5_0"]}, monkeypatch=monkeypatch)
     assert res.get("failed") is True
-    assert "did not appear under ports/" in res["msg"]
+    assert "did not appear under ports/" in res["msg"] and "mlx5_0/1" in res["msg"]
+    # the group was created: a change; the device keeps what was recorded for it (nothing)
+    assert res["changed"] is True and res["results"][0]["result"] == "failed"
+    assert res["concerns"]["rdma_cm"]["status"] == "error"
+    assert not os.path.exists(os.path.join(root, "etc/gpufabric/state.json"))
