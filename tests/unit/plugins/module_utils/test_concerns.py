@@ -163,3 +163,18 @@ def test_filter_concern_open_lists_everything_not_fine_and_a_pending_reboot():
     lines = f.concern_open(recorded, True)
     assert len(lines) == 2 and lines[0].startswith("NCCL defaults: drift") and lines[1].startswith("Reboot pending")
     assert f.concern_errors(dict(recorded, acs=c.status("error", "x"))) == ["PCIe ACS: x"]
+
+
+def test_filter_concern_error_takes_the_modules_own_error_status():
+    own = c.status("error", "1 of 8 rails failed: ens5np0 (EBUSY)",
+                   [dict(ITEM, object="ens5np0", result="failed", error="EBUSY")])
+    res = {"failed": True, "changed": True, "msg": "DCB failed on ens5np0", "concerns": {"dcb": own},
+           "results": [{"rail": "ens1np0", "result": "changed"}, {"rail": "ens5np0", "result": "failed"}]}
+    doc = f.concern_error(res, "dcb", {"name": "DCB on every rail"})
+    assert doc["reason"] == "DCB on every rail: 1 of 8 rails failed: ens5np0 (EBUSY)"
+    assert doc["items"][0]["result"] == "failed" and doc["items"][0]["error"] == "EBUSY"
+
+
+def test_filter_items_count_each_object_once():
+    res = {"msg": "x", "results": [{"rail": "a", "result": "changed"}], "rails": [{"rail": "a", "changed": True}]}
+    assert len(f.concern_error(res, "dcb")["items"]) == 1
