@@ -460,21 +460,27 @@ class Installer(object):
 
     def fix_unit(self, actions, run, systemctl, query, check_mode=False):
         """Unmask and enable the boot unit as ``actions`` say; ``run(argv)`` runs systemctl (in check mode it only
-        records the command), ``query()`` reads the unit file state. A real run proves the result by reading it
-        back."""
+        records the command), ``query()`` reads the unit file state again after a command (a file written may
+        have changed it too). A real run proves the result by reading it back."""
         if not any(a["op"] in ("unmask", "enable") for a in actions):
             return
         if not systemctl and not check_mode:
             raise PersistError("%s is not enabled and systemctl is not installed: cannot enable it" % self.unit)
         systemctl = systemctl or DEFAULT_SYSTEMCTL
+        now = None if not check_mode else "unknown"
         for a in actions:
-            if a["op"] == "unmask" and query() in ("masked", "masked-runtime"):
-                run([systemctl, "unmask"] + (["--runtime"] if a["runtime"] else []) + [self.unit])
-        if query() != "enabled":
+            if a["op"] == "unmask":
+                now = now or query()
+                if now in ("masked", "masked-runtime", "unknown"):
+                    run([systemctl, "unmask"] + (["--runtime"] if a["runtime"] else []) + [self.unit])
+                    now = now if check_mode else None
+        now = now or query()
+        if now != "enabled":
             run([systemctl, "enable", self.unit])
-        now = query()
-        if now != "enabled" and not check_mode:
-            raise PersistError("%s is %s after systemctl enable, not enabled" % (self.unit, now))
+            if not check_mode:
+                now = query()
+                if now != "enabled":
+                    raise PersistError("%s is %s after systemctl enable, not enabled" % (self.unit, now))
 
 
 def status(items, foreign, check_mode):

@@ -39,17 +39,17 @@ description:
     C(present) where C(absent) is desired), of the units and of the udev rule; C(type) where a symlink or anything but
     a regular file stands in for one of them.
   - C(unit_file_state) of C(gpufabric-apply.service) when it is not C(enabled) (C(disabled), C(masked),
-    C(masked-runtime), C(enabled-runtime), C(static), C(not-found)): what C(systemctl is-enabled) prints or,
-    without systemctl, what the unit file layout says (the first entry of the unit's name in the unit search path,
+    C(masked-runtime), C(enabled-runtime), C(static), C(not-found)), as C(systemctl is-enabled) prints it or,
+    without systemctl, as the unit file layout says (the first entry of the unit's name in the unit search path,
     a symlink to C(/dev/null) or an empty file being a mask; enablement symlinks in
     C(/etc/systemd/system/*.wants|*.requires), in C(/run/systemd/system/...) for C(enabled-runtime)).
-  - C(owner) and C(mode) of anything root runs at boot (the script, the library, its directories and bytecode, the
-    units, the rule, C(/etc/gpufabric) and its files): owned by 0:0 and not writable by group or others (the
+  - C(owner) and C(mode) where anything root runs at boot (the script, the library, its directories and bytecode,
+    the units, the rule, C(/etc/gpufabric) and its files) is not owned by 0:0 or is writable by group or others (the
     installed files also have their exact mode, 0755 for the script, 0644 for the rest). Every directory on the way
     from C(/) must be owned by root and not writable by others (nor by a group other than root's). A real run
     restores owner and mode of the collection's own paths (O(lib_dir) and everything below it, C(/etc/gpufabric) and
     its files, the installed files) but never changes a directory the collection does not own (C(/etc),
-    C(/usr/local/sbin), the unit and rule directories): those stay C(drift), and the reason names them.
+    C(/usr/local/sbin), the unit and rule directories); those stay C(drift), and the reason names them.
   - The installed applier runs the same check (C(module_utils/guard.py)) on its own script, its library and the
     recorded state before it does anything; it logs one line per file that fails it and exits with code 3.
 author:
@@ -113,8 +113,9 @@ attributes:
     platforms: posix
     description: Linux with systemd and udev.
 notes:
-  - Needs root. Check mode also works without systemctl (the unit file layout is read); a real run needs it when a
-    unit changed or the boot unit has to be enabled.
+  - Needs root. Check mode also works without systemctl (the unit file layout is read, and the udev rule is
+    compared with one that runs C(/usr/bin/systemctl)); a real run needs it when a unit changed or the boot unit has
+    to be enabled.
   - The modules record what they applied through C(module_utils/state.py); this module only installs the applier.
 seealso:
   - module: gpufabric.node.rdma_cm_tos
@@ -333,7 +334,7 @@ def main():
         inst.fix_unit(actions, run, systemctl, query, check)
         if p["rules_file"] in done and done[p["rules_file"]] != "restored":
             run([module.get_bin_path("udevadm", required=not check) or "udevadm", "control", "--reload"])
-        if present and not check:
+        if present and not check and actions:
             _items, left, _f = inst.survey(query() if p["enabled"] else None)
             if left:
                 module.fail_json(msg="the boot-time applier still differs after the fix: %s"
