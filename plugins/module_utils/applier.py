@@ -410,4 +410,4 @@ def main(argv=None, out=None, err=None, script=None):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(script=__file__))
