@@ -44,7 +44,7 @@ def _mode(st):
     return stat.S_IMODE(st.st_mode)
 
 
-def _kind(st):
+def kind(st):
     if stat.S_ISLNK(st.st_mode):
         return "symlink"
     if stat.S_ISDIR(st.st_mode):
@@ -74,7 +74,7 @@ def _issues(st, managed):
 
 
 def _finding(path, st, managed, issues, target=None):
-    return {"path": path, "kind": _kind(st), "uid": st.st_uid, "gid": st.st_gid, "mode": _mode(st),
+    return {"path": path, "kind": kind(st), "uid": st.st_uid, "gid": st.st_gid, "mode": _mode(st),
             "managed": managed, "codes": [c for c, _t in issues], "issues": [t for _c, t in issues],
             "target": target}
 
@@ -162,7 +162,7 @@ class _Walk(object):
                 target = "?"
             self._note(real, st, [("symlink", "a symlink (to %s), not what is installed there" % target)], target)
         elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-            self._note(real, st, [("special", "a %s, not a regular file or directory" % _kind(st))])
+            self._note(real, st, [("special", "a %s, not a regular file or directory" % kind(st))])
         else:
             self._note(real, st, _issues(st, True))
 

@@ -300,22 +300,19 @@ def item(obj, key, current, desired):
 class Installer(object):
     """Compare the node with the applier ``files`` ({path: (content, mode, diff)}) and fix it.
 
-    owned: the directories that are the collection's (lib_dir and the state directory), with all below them.
+    unit_path: where the boot unit's file is installed (a mask there is replaced by writing the file).
     unit: the boot unit's name, or None when its enablement is not managed (``enabled: false``).
+    The collection's own directories are ``lib_dir`` and ``state_dir``, with everything below them.
     """
 
-    def __init__(self, sysroot, files, lib_dir, unit_path, template_path, rules_file, unit=UNIT, owned=None,
-                 state_dir=state.STATE_DIR, remove_paths=()):
+    def __init__(self, sysroot, files, lib_dir, unit_path, unit=UNIT, state_dir=state.STATE_DIR):
         self.sysroot = sysroot
         self.files = files
         self.lib_dir = lib_dir
         self.unit_path = unit_path
-        self.template_path = template_path
-        self.rules_file = rules_file
         self.unit = unit
         self.state_dir = state_dir
-        self.owned = list(owned if owned is not None else [lib_dir, state_dir])
-        self.remove_paths = list(remove_paths)
+        self.owned = [lib_dir, state_dir]
 
     def _is_owned(self, path):
         return any(path == o or path.startswith(o.rstrip("/") + "/") for o in self.owned)
@@ -340,7 +337,7 @@ class Installer(object):
         for path in sorted(self.files):
             content, mode, diff = self.files[path]
             self._file(path, content, mode, diff, items, actions)
-        stale = set(self.remove_paths)
+        stale = set()
         pkg = set(package_dirs(self.lib_dir))
         extra = []
         for path in self.tree(self.lib_dir) + self.tree(self.state_dir):
@@ -381,7 +378,7 @@ class Installer(object):
             write = True
         elif not stat.S_ISREG(st.st_mode):
             target = os.readlink(self.sysroot.path(path)) if stat.S_ISLNK(st.st_mode) else None
-            items.append(item(path, "type", "symlink to %s" % target if target else guard._kind(st), "file"))
+            items.append(item(path, "type", "symlink to %s" % target if target else guard.kind(st), "file"))
             write = True
         else:
             with open(self.sysroot.path(path), "rb") as f:

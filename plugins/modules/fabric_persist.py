@@ -35,9 +35,10 @@ description:
   - Reports the boot-time persistence concern (C(concerns.persistence)). Each of these is a C(drift) item, in check
     mode as in a real run (which corrects it and proves it by reading the node again); a real run changes
     nothing that is already right.
-  - C(content) of the script, of each library file (a file there that is no longer part of the collection is
-    C(present) where C(absent) is desired), of the units and of the udev rule; C(type) where a symlink or anything but
-    a regular file stands in for one of them.
+  - C(content) of the script, of each library file, of the units and of the udev rule; C(type) where a symlink or
+    anything but a regular file stands in for one of them. A library file that is no longer part of the collection,
+    and a symlink planted in the library or in C(/etc/gpufabric), is C(present) where C(absent) is desired (a real
+    run removes it; the modules record their state again on their next run).
   - C(unit_file_state) of C(gpufabric-apply.service) when it is not C(enabled) (C(disabled), C(masked),
     C(masked-runtime), C(enabled-runtime), C(static), C(not-found)), as C(systemctl is-enabled) prints it or,
     without systemctl, as the unit file layout says (the first entry of the unit's name in the unit search path,
@@ -196,7 +197,12 @@ concerns:
     persistence:
       description: "{status, reason, items[, corrected]}"
       type: dict
-  sample: {"persistence": {"status": "drift", "reason": "1 item(s) differ from the desired state: gpufabric-apply.service unit_file_state", "items": []}}
+  sample:
+    persistence:
+      status: drift
+      reason: "1 item(s) differ from the desired state: gpufabric-apply.service unit_file_state"
+      items: [{"concern": "persistence", "object": "gpufabric-apply.service", "key": "unit_file_state",
+               "current": "disabled", "desired": "enabled"}]
 """
 
 import os
@@ -310,8 +316,7 @@ def main():
         module.fail_json(msg="cannot collect the applier's module_utils: %s" % e)
     result["module_utils"] = sorted(sources)
     files = desired_files(p, python, systemctl, sources, unit_path, template_path) if present else {}
-    inst = persist.Installer(sysroot, files, p["lib_dir"], unit_path, template_path, p["rules_file"],
-                             unit=UNIT if present and p["enabled"] else None)
+    inst = persist.Installer(sysroot, files, p["lib_dir"], unit_path, unit=UNIT if present and p["enabled"] else None)
     foreign = []
     try:
         if present:
