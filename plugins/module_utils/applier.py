@@ -46,7 +46,7 @@ import subprocess
 import sys
 import time
 
-from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, rdma_cm, results, routing, state, topology
+from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, guard, rdma_cm, results, routing, state, topology
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 DEFAULT_WAIT_S = 30.0
@@ -409,7 +409,7 @@ def run_applier(sysroot, run, only_device=None, check_mode=False, log=None, wait
     return done(RC_FAILED if ctx.errors else RC_OK)
 
 
-def main(argv=None, out=None, err=None):
+def main(argv=None, out=None, err=None, script=None):
     parser = argparse.ArgumentParser(
         prog="gpufabric-apply",
         description="Re-apply the runtime-only fabric settings recorded in %s (DCB, rdma_cm ToS, ACS, "
@@ -430,6 +430,10 @@ def main(argv=None, out=None, err=None):
         stream.write(line + "\n")
         stream.flush()
 
+    # root runs this: refuse code or state that anyone but root could have changed (guard.py)
+    refused = guard.refuse(Sysroot(), script, log)
+    if refused is not None:
+        return refused
     rc, summary = run_applier(Sysroot(), command_runner(), only_device=args.device, check_mode=args.check,
                               log=log, wait_timeout=args.wait)
     scope = "device %s" % args.device if args.device else "all recorded state"
@@ -442,4 +446,4 @@ def main(argv=None, out=None, err=None):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(script=__file__))

@@ -28,9 +28,31 @@ description:
     The work runs in a service, not in udev's C(RUN) (which udev kills when the event is done and runs in a
     sandbox that forbids mounting configfs); C(restart) rather than C(start) guarantees a fresh run after a
     registration that happens while an earlier run of the same device is still going.
-  - Runs C(systemctl daemon-reload) when a unit changed, C(systemctl enable) when the boot unit is not enabled
-    and C(udevadm control --reload) when the rule changed.
-  - Every file is written atomically and only when its content differs.
+  - Runs C(systemctl daemon-reload) when a unit changed, C(systemctl unmask) when a mask hides the boot unit,
+    C(systemctl enable) when it is not enabled and C(udevadm control --reload) when the rule changed.
+  - Every file is written atomically (temp file in the same directory, owner and mode set on it, fsync, rename,
+    fsync of the directory) and only when its content, mode or owner differs.
+  - Reports the boot-time persistence concern (C(concerns.persistence)). Each of these is a C(drift) item, in check
+    mode as in a real run (which corrects it and proves it by reading the node again); a real run changes
+    nothing that is already right.
+  - C(content) of the script, of each library file, of the units and of the udev rule; C(type) where a symlink or
+    anything but a regular file stands in for one of them. A library file that is no longer part of the collection,
+    and a symlink planted in the library or in C(/etc/gpufabric), is C(present) where C(absent) is desired (a real
+    run removes it; the modules record their state again on their next run).
+  - C(unit_file_state) of C(gpufabric-apply.service) when it is not C(enabled) (C(disabled), C(masked),
+    C(masked-runtime), C(enabled-runtime), C(static), C(not-found)), as C(systemctl is-enabled) prints it or,
+    without systemctl, as the unit file layout says (the first entry of the unit's name in the unit search path,
+    a symlink to C(/dev/null) or an empty file being a mask; enablement symlinks in
+    C(/etc/systemd/system/*.wants|*.requires), in C(/run/systemd/system/...) for C(enabled-runtime)).
+  - C(owner) and C(mode) where anything root runs at boot (the script, the library, its directories and bytecode,
+    the units, the rule, C(/etc/gpufabric) and its files) is not owned by 0:0 or is writable by group or others (the
+    installed files also have their exact mode, 0755 for the script, 0644 for the rest). Every directory on the way
+    from C(/) must be owned by root and not writable by others (nor by a group other than root's). A real run
+    restores owner and mode of the collection's own paths (O(lib_dir) and everything below it, C(/etc/gpufabric) and
+    its files, the installed files) but never changes a directory the collection does not own (C(/etc),
+    C(/usr/local/sbin), the unit and rule directories); those stay C(drift), and the reason names them.
+  - The installed applier runs the same check (C(module_utils/guard.py)) on its own script, its library and the
+    recorded state before it does anything; it logs one line per file that fails it and exits with code 3.
 author:
   - gpufabric developers (@gpufabric)
 options:
@@ -92,7 +114,9 @@ attributes:
     platforms: posix
     description: Linux with systemd and udev.
 notes:
-  - Needs root.
+  - Needs root. Check mode also works without systemctl (the unit file layout is read, and the udev rule is
+    compared with one that runs C(/usr/bin/systemctl)); a real run needs it when a unit changed or the boot unit has
+    to be enabled.
   - The modules record what they applied through C(module_utils/state.py); this module only installs the applier.
 seealso:
   - module: gpufabric.node.rdma_cm_tos
@@ -126,7 +150,9 @@ files:
       type: str
       sample: /etc/systemd/system/gpufabric-apply.service
     action:
-      description: C(created), C(updated), C(removed), C(unchanged) (with C(would ) in check mode).
+      description: >-
+        C(created), C(updated), C(removed), C(restored) (owner and mode put back), C(unchanged) (with C(would be ) in
+        check mode).
       type: str
       sample: created
 module_utils:
@@ -134,13 +160,49 @@ module_utils:
   returned: always
   type: list
   elements: str
-  sample: [acs, applier, dcb, pci, rdma_cm, routing, state, sysctl, sysroot, topology]
+  sample: [acs, applier, dcb, guard, pci, rdma_cm, routing, state, sysctl, sysroot, topology]
 commands:
   description: The systemctl/udevadm commands run (or that would run in check mode).
   returned: always
   type: list
   elements: str
   sample: ["systemctl daemon-reload", "systemctl enable gpufabric-apply.service", "udevadm control --reload"]
+unit_file_state:
+  description: >-
+    State of C(gpufabric-apply.service) before the module ran, in C(systemctl is-enabled)'s words; null when
+    O(enabled=false).
+  returned: always
+  type: str
+  sample: disabled
+drift:
+  description: >-
+    Deviations found before anything was changed (concern C(persistence)); keys C(content), C(type), C(mode),
+    C(owner) (object a path) and C(unit_file_state) (object the unit).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {"concern": "persistence", "object": "/usr/local/sbin/gpufabric-apply", "key": "mode", "current": "0757",
+       "desired": "0755"}
+    - {"concern": "persistence", "object": "gpufabric-apply.service", "key": "unit_file_state",
+       "current": "disabled", "desired": "enabled"}
+concerns:
+  description: >-
+    The status of the C(persistence) concern (see docs/concerns.md): C(drift) in check mode when anything differs,
+    C(ok) after a real run that corrected it (with C(corrected) and the items), C(drift) after a real run when a
+    directory the collection does not own lets others swap a file (the reason names it).
+  returned: always
+  type: dict
+  contains:
+    persistence:
+      description: "{status, reason, items[, corrected]}"
+      type: dict
+  sample:
+    persistence:
+      status: drift
+      reason: "1 item(s) differ from the desired state: gpufabric-apply.service unit_file_state"
+      items: [{"concern": "persistence", "object": "gpufabric-apply.service", "key": "unit_file_state",
+               "current": "disabled", "desired": "enabled"}]
 """
 
 import os
@@ -148,155 +210,55 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import applier
+from ansible_collections.gpufabric.node.plugins.module_utils import applier, persist
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
-PKG = "ansible_collections.gpufabric.node.plugins.module_utils"
-PKG_PATH = PKG.replace(".", "/")
-UNIT = "gpufabric-apply.service"
-TEMPLATE = "gpufabric-apply@.service"
+UNIT = persist.UNIT
+TEMPLATE = persist.TEMPLATE
 # The applier is imported so that Ansible ships it (and everything it imports) with this module.
 APPLIER = applier.__name__.rsplit(".", 1)[-1]
-HEADER = "Managed by gpufabric.node (fabric_persist): do not edit, rerun the persistence role."
 
 
-def module_utils_sources():
-    """{name: source} of the collection's module_utils loaded in this process (the applier's imports)."""
-    out = {}
-    for name, mod in sorted(sys.modules.items()):
-        if mod is None or not name.startswith(PKG + ".") or "." in name[len(PKG) + 1:]:
-            continue
-        loader = getattr(mod, "__loader__", None)
-        source = loader.get_source(name) if loader is not None and hasattr(loader, "get_source") else None
-        if source is None:
-            raise RuntimeError("cannot read the source of %s from %r" % (name, loader))
-        out[name[len(PKG) + 1:]] = source
-    if APPLIER not in out:
-        raise RuntimeError("module_utils.%s is not loaded" % APPLIER)
-    return out
-
-
-def render_script(python, script, lib_dir):
-    rel = os.path.relpath(lib_dir, os.path.dirname(script))
-    return (
-        "#!%s\n"
-        "# %s\n"
-        "\"\"\"gpufabric-apply: re-apply the runtime-only fabric settings recorded in /etc/gpufabric/state.json.\n\n"
-        "Runs the copy of the gpufabric.node module_utils installed in %s (found relative to this\n"
-        "script, so it also works below a simulated node's root). --help for the options.\n"
-        "\"\"\"\n"
-        "import os\n"
-        "import sys\n\n"
-        "sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), %r)))\n\n"
-        "from ansible_collections.gpufabric.node.plugins.module_utils.applier import main  # noqa: E402\n\n"
-        "raise SystemExit(main())\n" % (python, HEADER, lib_dir, rel))
-
-
-def render_unit(script, boot_wait, before_units):
-    return (
-        "# %s\n"
-        "[Unit]\n"
-        "Description=Re-apply gpufabric runtime fabric settings (DCB, RoCE ToS, ACS, nvidia-fs, rail routing)\n"
-        "Documentation=man:systemd.service(5)\n"
-        "# Rail addresses must be configured before per-rail routes can be added with their source address.\n"
-        "Wants=network-online.target\n"
-        "After=network-online.target systemd-modules-load.service\n"
-        "# Lossless class and ToS in place before NFS over RDMA mounts and before workloads start.\n"
-        "Before=%s\n\n"
-        "[Service]\n"
-        "Type=oneshot\n"
-        "RemainAfterExit=yes\n"
-        "ExecStart=%s --wait %d\n"
-        "TimeoutStartSec=%d\n\n"
-        "[Install]\n"
-        "WantedBy=multi-user.target\n" % (HEADER, " ".join(before_units), script, boot_wait, boot_wait + 120))
-
-
-def render_template(script, device_wait):
-    return (
-        "# %s\n"
-        "[Unit]\n"
-        "Description=Re-apply gpufabric DCB and RoCE ToS of RDMA device %%I\n"
-        "# At boot, let the full run go first; both serialise on /run/gpufabric-apply.lock anyway.\n"
-        "After=gpufabric-apply.service\n\n"
-        "[Service]\n"
-        "Type=oneshot\n"
-        "ExecStart=%s --device %%I --wait %d\n"
-        "TimeoutStartSec=%d\n" % (HEADER, script, device_wait, device_wait + 60))
-
-
-def render_rule(systemctl):
-    return (
-        "# %s\n"
-        "# An RDMA device registered (boot, driver reload, firmware reset): its ToS is 0 again and its rail's DCB\n"
-        "# may be gone. Start the work as a service: udev kills RUN programs when the event is done.\n"
-        "ACTION==\"add\", SUBSYSTEM==\"infiniband\", "
-        "RUN+=\"%s --no-block restart gpufabric-apply@%%k.service\"\n" % (HEADER, systemctl))
-
-
-class Installer(object):
-    def __init__(self, module, sysroot):
-        self.module = module
-        self.sysroot = sysroot
-        self.check = module.check_mode
-        self.files = []
-        self.diffs = []
-        self.changed_paths = set()
-
-    def _note(self, path, action):
-        self.files.append({"path": path, "action": ("would be " + action) if self.check and action != "unchanged"
-                           else action})
-        if action != "unchanged":
-            self.changed_paths.add(path)
-
-    def put(self, path, content, mode=0o644, diff=True):
-        before = self.sysroot.read_raw(path, None)
-        real_mode = None
-        if before is not None:
-            real_mode = os.stat(self.sysroot.path(path)).st_mode & 0o7777
-        if before == content and real_mode == mode:
-            self._note(path, "unchanged")
-            return False
-        if diff:
-            self.diffs.append({"before": before or "", "after": content, "before_header": path, "after_header": path})
-        if not self.check:
-            self.sysroot.write_file_atomic(path, content, mode)
-        self._note(path, "created" if before is None else "updated")
-        return True
-
-    def drop(self, path, diff=True):
-        before = self.sysroot.read_raw(path, None)
-        if before is None and not self.sysroot.exists(path):
-            return False
-        if diff:
-            self.diffs.append({"before": before or "", "after": "", "before_header": path, "after_header": path})
-        if not self.check:
-            self.sysroot.remove(path)
-        self._note(path, "removed")
-        return True
-
-
-def lib_files(lib_dir, sources):
-    """{path: content} of the module_utils copy, with empty __init__.py on every package level."""
-    files = {}
-    parts = PKG_PATH.split("/")
-    for i in range(1, len(parts) + 1):
-        files["%s/%s/__init__.py" % (lib_dir, "/".join(parts[:i]))] = ""
-    for name, src in sources.items():
-        files["%s/%s/%s.py" % (lib_dir, PKG_PATH, name)] = src
+def desired_files(p, python, systemctl, sources, unit_path, template_path):
+    """{path: (content, mode, diff)} of what state=present installs."""
+    files = dict((path, (content, 0o644, False))
+                 for path, content in persist.lib_files(p["lib_dir"], sources).items())
+    files[p["script"]] = (persist.render_script(python, p["script"], p["lib_dir"]), 0o755, True)
+    files[unit_path] = (persist.render_unit(p["script"], p["boot_wait"], p["before_units"]), 0o644, True)
+    files[template_path] = (persist.render_template(p["script"], p["device_wait"]), 0o644, True)
+    files[p["rules_file"]] = (persist.render_rule(systemctl or persist.DEFAULT_SYSTEMCTL), 0o644, True)
     return files
 
 
-def existing_lib_files(sysroot, lib_dir):
-    out = []
-    parts = PKG_PATH.split("/")
-    for i in range(1, len(parts) + 1):
-        d = "%s/%s" % (lib_dir, "/".join(parts[:i]))
-        for name in sysroot.listdir(d):
-            p = "%s/%s" % (d, name)
-            if name.endswith(".py") and not sysroot.isdir(p):
-                out.append(p)
-    return out
+def diff_of(actions, lib_dir, sysroot):
+    """Diffs of the files written or removed (the library copy is left out: files lists it)."""
+    diffs = []
+    for a in actions:
+        if a["op"] == "write" and a["diff"]:
+            diffs.append({"before": a["before"] or "", "after": a["content"], "before_header": a["path"],
+                          "after_header": a["path"]})
+        elif a["op"] == "remove" and not a["path"].startswith(lib_dir + "/"):
+            diffs.append({"before": sysroot.read_raw(a["path"], ""), "after": "", "before_header": a["path"],
+                          "after_header": a["path"]})
+    return diffs
+
+
+def validate(module, p):
+    for key in ("lib_dir", "script", "unit_dir", "rules_file"):
+        if not os.path.isabs(p[key]):
+            module.fail_json(msg="%s must be an absolute path on the node (got %r)" % (key, p[key]))
+    for key in ("boot_wait", "device_wait"):
+        if not 0 <= p[key] <= 3600:
+            module.fail_json(msg="%s must be 0..3600 seconds (got %d)" % (key, p[key]))
+    for unit in p["before_units"]:
+        if not unit or any(c.isspace() for c in unit) or "/" in unit or "." not in unit:
+            module.fail_json(msg="before_units: %r is not a systemd unit name (e.g. kubelet.service)" % (unit,))
+    python = p["python"] or sys.executable
+    if not os.path.isabs(python):
+        module.fail_json(msg="python must be an absolute path (got %r)" % python)
+    for key in ("lib_dir", "script", "unit_dir", "rules_file"):
+        p[key] = os.path.normpath(p[key])
+    return python
 
 
 def main():
@@ -317,81 +279,84 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    for key in ("lib_dir", "script", "unit_dir", "rules_file"):
-        if not os.path.isabs(p[key]):
-            module.fail_json(msg="%s must be an absolute path on the node (got %r)" % (key, p[key]))
-    for key in ("boot_wait", "device_wait"):
-        if not 0 <= p[key] <= 3600:
-            module.fail_json(msg="%s must be 0..3600 seconds (got %d)" % (key, p[key]))
-    for unit in p["before_units"]:
-        if not unit or any(c.isspace() for c in unit) or "/" in unit or "." not in unit:
-            module.fail_json(msg="before_units: %r is not a systemd unit name (e.g. kubelet.service)" % (unit,))
-    python = p["python"] or sys.executable
-    if not os.path.isabs(python):
-        module.fail_json(msg="python must be an absolute path (got %r)" % python)
-
+    python = validate(module, p)
+    present = p["state"] == "present"
+    check = module.check_mode
     sysroot = Sysroot()
-    inst = Installer(module, sysroot)
     unit_path = "%s/%s" % (p["unit_dir"], UNIT)
     template_path = "%s/%s" % (p["unit_dir"], TEMPLATE)
-    commands = []
-    systemctl = module.get_bin_path("systemctl", required=True)
     env = {"LC_ALL": "C", "LANG": "C"}
+    systemctl = module.get_bin_path("systemctl")
+    sc = systemctl or persist.DEFAULT_SYSTEMCTL
+    commands = []
+    result = dict(changed=False, files=[], commands=commands, drift=[], unit_file_state=None)
 
-    def run(argv, must=True):
+    def run(argv):
+        """A command that changes the node: recorded, and run unless in check mode."""
         commands.append(" ".join([os.path.basename(argv[0])] + argv[1:]))
-        if module.check_mode:
-            return 0, "", ""
+        if check:
+            return
+        if not os.path.isfile(argv[0]):
+            module.fail_json(msg="%s is not installed: cannot run %s" % (os.path.basename(argv[0]), " ".join(argv)),
+                             **result)
         rc, out, err = module.run_command(argv, environ_update=env)
-        if rc != 0 and must:
+        if rc != 0:
             module.fail_json(msg="%s failed (rc=%d): %s" % (" ".join(argv), rc, (err or out).strip()), rc=rc,
-                             stdout=out, stderr=err, files=inst.files, commands=commands)
-        return rc, out, err
+                             stdout=out, stderr=err, **result)
+
+    def query():
+        if systemctl:
+            return persist.systemctl_state(lambda argv: module.run_command(argv, environ_update=env), systemctl,
+                                           UNIT)
+        return persist.layout_state(sysroot, UNIT)
 
     try:
-        sources = module_utils_sources()
-    except RuntimeError as e:
+        sources = persist.module_utils_sources()
+    except persist.PersistError as e:
         module.fail_json(msg="cannot collect the applier's module_utils: %s" % e)
-    wanted_lib = lib_files(p["lib_dir"], sources) if p["state"] == "present" else {}
-
+    result["module_utils"] = sorted(sources)
+    files = desired_files(p, python, systemctl, sources, unit_path, template_path) if present else {}
+    inst = persist.Installer(sysroot, files, p["lib_dir"], unit_path, unit=UNIT if present and p["enabled"] else None)
+    foreign = []
     try:
-        if p["state"] == "present":
-            for path in sorted(wanted_lib):
-                inst.put(path, wanted_lib[path], 0o644, diff=False)
-            for path in existing_lib_files(sysroot, p["lib_dir"]):
-                if path not in wanted_lib:
-                    inst.drop(path, diff=False)
-            inst.put(p["script"], render_script(python, p["script"], p["lib_dir"]), 0o755)
-            inst.put(unit_path, render_unit(p["script"], p["boot_wait"], p["before_units"]))
-            inst.put(template_path, render_template(p["script"], p["device_wait"]))
-            inst.put(p["rules_file"], render_rule(systemctl))
+        if present:
+            unit_state = query() if p["enabled"] else None
+            items, actions, foreign = inst.survey(unit_state)
         else:
-            if sysroot.exists(unit_path):
-                _rc, out, _err = module.run_command([systemctl, "is-enabled", UNIT], environ_update=env)
-                if out.strip() == "enabled":
-                    run([systemctl, "disable", UNIT])
-            for path in (p["rules_file"], template_path, unit_path, p["script"]):
-                inst.drop(path)
-            for path in existing_lib_files(sysroot, p["lib_dir"]):
-                inst.drop(path, diff=False)
+            lib = [x for x in inst.tree(p["lib_dir"]) if x.endswith(".py")]
+            items, actions = inst.survey_absent([p["rules_file"], template_path, unit_path, p["script"]] + lib)
+            unit_state = query() if os.path.lexists(sysroot.path(unit_path)) else None
+            if unit_state == "enabled":
+                items.append(persist.item(UNIT, "unit_file_state", unit_state, "disabled"))
+        result.update(drift=items, unit_file_state=unit_state)
+        diffs = diff_of(actions, p["lib_dir"], sysroot)
+        if not present and unit_state == "enabled":
+            run([sc, "disable", UNIT])
+        done = inst.fix_files(actions, check)
+        if unit_path in done or template_path in done:
+            if any(done[x] != "restored" for x in (unit_path, template_path) if x in done):
+                run([sc, "daemon-reload"])
+        inst.fix_unit(actions, run, systemctl, query, check)
+        if p["rules_file"] in done and done[p["rules_file"]] != "restored":
+            run([module.get_bin_path("udevadm", required=not check) or "udevadm", "control", "--reload"])
+        if present and not check and actions:
+            _items, left, _f = inst.survey(query() if p["enabled"] else None)
+            if left:
+                module.fail_json(msg="the boot-time applier still differs after the fix: %s"
+                                 % ", ".join(sorted(set(a.get("path", UNIT) for a in left))), **result)
+    except persist.PersistError as e:
+        module.fail_json(msg="fabric_persist: %s" % e, **result)
     except (IOError, OSError) as e:
-        module.fail_json(msg="writing the applier files failed: %s" % e, files=inst.files)
+        module.fail_json(msg="writing the applier files failed: %s" % e, **result)
 
-    if unit_path in inst.changed_paths or template_path in inst.changed_paths:
-        run([systemctl, "daemon-reload"])
-    if p["state"] == "present" and p["enabled"]:
-        _rc, out, _err = module.run_command([systemctl, "is-enabled", UNIT], environ_update=env)
-        if out.strip() != "enabled":
-            run([systemctl, "enable", UNIT])
-    if p["rules_file"] in inst.changed_paths:
-        udevadm = module.get_bin_path("udevadm", required=True)
-        run([udevadm, "control", "--reload"])
-
-    changed = bool(inst.changed_paths) or any(c.startswith(("systemctl enable", "systemctl disable"))
-                                              for c in commands)
-    result = dict(changed=changed, files=inst.files, commands=commands, module_utils=sorted(sources))
+    prefix = "would be " if check else ""
+    listed = sorted(set(files) | set(done))
+    result["files"] = [{"path": x, "action": prefix + done[x] if x in done else "unchanged"} for x in listed]
+    result["changed"] = bool(done) or any(c.split(" ")[1:2] in (["enable"], ["disable"], ["unmask"])
+                                          for c in commands)
+    result["concerns"] = {persist.CONCERN: persist.status(items, foreign, check)}
     if module._diff:
-        result["diff"] = inst.diffs
+        result["diff"] = diffs
     module.exit_json(**result)
 
 

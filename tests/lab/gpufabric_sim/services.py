@@ -10,8 +10,16 @@ They run inside the node (the login's PATH puts them first) and act on units bel
 lives in ``<root>/run/gpufabric-sim/systemd.json`` and is cleared by a simulated reboot like /run.
 Command output of started units goes to ``<root>/var/log/gpufabric-sim/<unit>.log``.
 
-systemctl verbs: daemon-reload, enable, disable (both with --now), is-enabled, is-active, is-failed,
-start, stop, restart, try-restart, reload-or-restart, show (-p/--property, --value), status, cat.
+systemctl verbs: daemon-reload, enable, disable (both with --now; enable also --runtime), mask, unmask (both
+with --runtime), is-enabled, is-active, is-failed, start, stop, restart, try-restart, reload-or-restart, show
+(-p/--property, --value), status, cat.
+Unit files are looked up as systemd does: the first entry of the unit's name in ``UNIT_DIRS`` order wins (``/etc``
+before ``/run``, so a runtime mask does not hide a unit file in ``/etc``); an entry that is a symlink to
+``/dev/null`` or an empty file masks the unit. ``mask`` refuses to replace a unit file of the same name in the
+configuration directory ("already exists"), as systemctl does; ``unmask`` removes the mask and the enablement
+symlinks that point at it. ``is-enabled`` prints what systemd prints (enabled, enabled-runtime, static, disabled,
+masked, masked-runtime, not-found) with its exit codes (0 for enabled, enabled-runtime and static; 1 for
+disabled and masked; 4 for not-found).
 Template units: ``a@b.service`` without a file of its own is an instance of ``a@.service`` (its
 drop-ins, then those of ``a@b.service.d``); specifiers (``%i``, ``%I``, ``%n``, ``%N``, ``%p``,
 ``%P``, ``%m``, ``%H``, ``%t``, ``%%``) are resolved in ``Exec*=``, ``Environment*=`` and
@@ -83,11 +91,34 @@ def unit_name(name):
     return name if "." in name else name + ".service"
 
 
-def _find_file(root, name):
+def is_mask(path):
+    """A mask: a symlink to /dev/null or an empty file."""
+    if os.path.islink(path):
+        return os.readlink(path) == "/dev/null"
+    return os.path.isfile(path) and os.path.getsize(path) == 0
+
+
+def _entry(root, name):
+    """The entry of ``name`` that systemd uses: the first one in search path order (a dangling symlink is
+    skipped)."""
     for d in UNIT_DIRS:
         p = os.path.join(root, d, name)
-        if os.path.isfile(p):
+        if is_mask(p) or os.path.isfile(p):
             return p
+    return None
+
+
+def _find_file(root, name):
+    p = _entry(root, name)
+    return None if p is None or is_mask(p) else p
+
+
+def mask_of(root, unit):
+    """Host path of the mask in effect for ``unit`` (its own name, then its template's), or None."""
+    for name in [unit] + ([template_of(unit)] if template_of(unit) else []):
+        p = _entry(root, name)
+        if p is not None:
+            return "/" + os.path.relpath(p, root) if is_mask(p) else None
     return None
 
 
@@ -237,10 +268,14 @@ def _file_hash(path):
     return h.hexdigest()
 
 
-def wants_links(root, unit):
-    """Host-absolute paths of the enablement symlinks of ``unit``."""
+CONFIG_DIR = "etc/systemd/system"
+RUNTIME_DIR = "run/systemd/system"
+
+
+def wants_links(root, unit, config=CONFIG_DIR):
+    """Host-absolute paths of the enablement symlinks of ``unit`` below ``config`` (/etc or /run)."""
     out = []
-    base = os.path.join(root, "etc", "systemd", "system")
+    base = os.path.join(root, config)
     for d in sorted(glob.glob(os.path.join(base, "*.wants")) + glob.glob(os.path.join(base, "*.requires"))):
         link = os.path.join(d, unit)
         if os.path.islink(link):
@@ -249,14 +284,35 @@ def wants_links(root, unit):
 
 
 def enabled_units(root):
-    """Units enabled in <root>/etc/systemd/system/*.wants|*.requires, sorted, without duplicates."""
-    base = os.path.join(root, "etc", "systemd", "system")
+    """Units enabled in <root>/etc/systemd/system/*.wants|*.requires (and /run's), sorted, without duplicates;
+    masked ones are left out (systemd does not start them)."""
     units = set()
-    for d in glob.glob(os.path.join(base, "*.wants")) + glob.glob(os.path.join(base, "*.requires")):
-        for name in os.listdir(d):
-            if os.path.islink(os.path.join(d, name)):
-                units.add(name)
+    for config in (CONFIG_DIR, RUNTIME_DIR):
+        base = os.path.join(root, config)
+        for d in glob.glob(os.path.join(base, "*.wants")) + glob.glob(os.path.join(base, "*.requires")):
+            for name in os.listdir(d):
+                if os.path.islink(os.path.join(d, name)) and not mask_of(root, name):
+                    units.add(name)
     return sorted(units)
+
+
+def unit_file_state(root, unit, sections=None):
+    """What ``systemctl is-enabled`` prints for ``unit``: enabled, enabled-runtime, static, disabled, masked,
+    masked-runtime or not-found."""
+    mask = mask_of(root, unit)
+    if mask:
+        return "masked-runtime" if mask.startswith("/run/") else "masked"
+    path = find_unit(root, unit)
+    if not path:
+        return "not-found"
+    if wants_links(root, unit):
+        return "enabled"
+    if wants_links(root, unit, RUNTIME_DIR):
+        return "enabled-runtime"
+    sec = sections if sections is not None else bootsim.read_unit(path)
+    if not (bootsim.unit_values(sec, "Install", "WantedBy") or bootsim.unit_values(sec, "Install", "RequiredBy")):
+        return "static"
+    return "disabled"
 
 
 class Systemctl(object):
@@ -316,9 +372,13 @@ class Systemctl(object):
         journal(self.root, "systemctl daemon-reload")
         return 0
 
-    def enable(self, units, now=False):
+    def enable(self, units, now=False, runtime=False):
         rc = 0
         for unit in units:
+            if mask_of(self.root, unit):
+                self.err.write("Failed to enable unit: Unit file %s is masked.\n" % mask_of(self.root, unit))
+                rc = 1
+                continue
             path, sec = self._sections(unit)
             if not path:
                 self.err.write("Failed to enable unit: Unit file %s does not exist.\n" % unit)
@@ -334,7 +394,7 @@ class Systemctl(object):
                 continue
             target_path = "/" + os.path.relpath(path, self.root)
             for t in targets:
-                d = os.path.join(self.root, "etc", "systemd", "system", t)
+                d = os.path.join(self.root, RUNTIME_DIR if runtime else CONFIG_DIR, t)
                 link = os.path.join(d, unit)
                 if os.path.islink(link) and os.readlink(link) == target_path:
                     continue
@@ -343,7 +403,7 @@ class Systemctl(object):
                     os.unlink(link)
                 os.symlink(target_path, link)
                 self.err.write("Created symlink /%s \u2192 %s.\n" % (os.path.relpath(link, self.root), target_path))
-                journal(self.root, "systemctl enable %s (%s)" % (unit, t))
+                journal(self.root, "systemctl enable %s%s (%s)" % ("--runtime " if runtime else "", unit, t))
             if now:
                 rc = max(rc, self.start([unit]))
         return rc
@@ -351,11 +411,12 @@ class Systemctl(object):
     def disable(self, units, now=False):
         rc = 0
         for unit in units:
-            if not find_unit(self.root, unit) and not wants_links(self.root, unit):
+            links = wants_links(self.root, unit) + wants_links(self.root, unit, RUNTIME_DIR)
+            if not find_unit(self.root, unit) and not mask_of(self.root, unit) and not links:
                 self.err.write("Failed to disable unit: Unit file %s does not exist.\n" % unit)
                 rc = 1
                 continue
-            for link in wants_links(self.root, unit):
+            for link in links:
                 os.unlink(os.path.join(self.root, link.lstrip("/")))
                 self.err.write('Removed "%s".\n' % link)
                 journal(self.root, "systemctl disable %s (%s)" % (unit, os.path.basename(os.path.dirname(link))))
@@ -364,22 +425,58 @@ class Systemctl(object):
         return rc
 
     def is_enabled(self, units):
-        rc = 1
+        """systemd >= 249: "not-found" on stdout and exit code 4 when no unit has a file."""
+        enabled = False
+        found = False
         for unit in units:
-            path, sec = self._sections(unit)
-            if not path:
-                self.err.write("Failed to get unit file state for %s: No such file or directory\n" % unit)
+            _path, sec = self._sections(unit)
+            st = unit_file_state(self.root, unit, sec)
+            self.out.write(st + "\n")
+            found = found or st != "not-found"
+            enabled = enabled or st in ("enabled", "enabled-runtime", "static")
+        return 0 if enabled else (1 if found else 4)
+
+    def mask(self, units, runtime=False, now=False):
+        rc = 0
+        config = RUNTIME_DIR if runtime else CONFIG_DIR
+        for unit in units:
+            path = os.path.join(self.root, config, unit)
+            host = "/" + os.path.relpath(path, self.root)
+            if os.path.islink(path) and os.readlink(path) == "/dev/null":
                 continue
-            if wants_links(self.root, unit):
-                self.out.write("enabled\n")
-                rc = 0
-            elif not (bootsim.unit_values(sec, "Install", "WantedBy")
-                      or bootsim.unit_values(sec, "Install", "RequiredBy")):
-                self.out.write("static\n")
-                rc = 0
-            else:
-                self.out.write("disabled\n")
+            if os.path.lexists(path):
+                if os.path.islink(path):
+                    self.err.write("Failed to mask unit: File %s already exists and is a symlink to %s.\n"
+                                   % (host, os.readlink(path)))
+                else:
+                    self.err.write("Failed to mask unit: File %s already exists.\n" % host)
+                rc = 1
+                continue
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.symlink("/dev/null", path)
+            self.err.write("Created symlink %s \u2192 /dev/null.\n" % host)
+            journal(self.root, "systemctl mask %s%s" % ("--runtime " if runtime else "", unit))
+            if now:
+                self.stop([unit])
         return rc
+
+    def unmask(self, units, runtime=False):
+        config = RUNTIME_DIR if runtime else CONFIG_DIR
+        for unit in units:
+            path = os.path.join(self.root, config, unit)
+            if not is_mask(path):
+                continue
+            host = "/" + os.path.relpath(path, self.root)
+            os.unlink(path)
+            self.err.write('Removed "%s".\n' % host)
+            # like systemd, also the enablement symlinks that point at the removed mask
+            for link in wants_links(self.root, unit) + wants_links(self.root, unit, RUNTIME_DIR):
+                real = os.path.join(self.root, link.lstrip("/"))
+                if os.readlink(real) == host:
+                    os.unlink(real)
+                    self.err.write('Removed "%s".\n' % link)
+            journal(self.root, "systemctl unmask %s%s" % ("--runtime " if runtime else "", unit))
+        return 0
 
     def is_active(self, units):
         state = load_state(self.root)
@@ -406,6 +503,10 @@ class Systemctl(object):
         state = load_state(self.root)
         for unit in units:
             path = find_unit(self.root, unit)
+            if mask_of(self.root, unit):
+                self.err.write("Failed to start %s: Unit %s is masked.\n" % (unit, unit))
+                rc = 1
+                continue
             if not path:
                 self.err.write("Failed to start %s: Unit %s not found.\n" % (unit, unit))
                 rc = 5
@@ -486,21 +587,22 @@ class Systemctl(object):
         state = load_state(self.root)
         st = self._unit_state(state, unit)
         u = state["units"].get(unit, {})
+        masked = mask_of(self.root, unit)
+        if path or masked:
+            ufs = unit_file_state(self.root, unit, sec)
+        else:
+            ufs = ""
         if path:
-            links = wants_links(self.root, unit)
-            has_install = bool(bootsim.unit_values(sec, "Install", "WantedBy")
-                               or bootsim.unit_values(sec, "Install", "RequiredBy"))
-            ufs = "enabled" if links else ("disabled" if has_install else "static")
             loaded = state["loaded"].get(os.path.basename(path))
             need_reload = "yes" if loaded and loaded != _file_hash(path) else "no"
         else:
-            ufs, need_reload = "", "no"
+            need_reload = "no"
         sub = {"active": "running" if u.get("pid") else "exited", "failed": "failed"}.get(st, "dead")
         props = [
             ("Type", bootsim.unit_value(sec, "Service", "Type", "simple") if sec else "simple"),
             ("Id", unit), ("Names", unit),
             ("Description", bootsim.unit_value(sec, "Unit", "Description", unit) if sec else unit),
-            ("LoadState", "loaded" if path else "not-found"),
+            ("LoadState", "masked" if masked else ("loaded" if path else "not-found")),
             ("ActiveState", st), ("SubState", sub),
             ("FragmentPath", "/" + os.path.relpath(path, self.root) if path else ""),
             ("UnitFileState", ufs), ("NeedDaemonReload", need_reload),
@@ -554,6 +656,7 @@ def systemctl_main(argv=None):
     root = sysroot()
     sc = Systemctl(root)
     now = False
+    runtime = False
     value_only = False
     props = []
     words = []
@@ -562,6 +665,8 @@ def systemctl_main(argv=None):
         a = argv[i]
         if a == "--now":
             now = True
+        elif a == "--runtime":
+            runtime = True
         elif a == "--value":
             value_only = True
         elif a in ("-p", "--property"):
@@ -585,7 +690,8 @@ def systemctl_main(argv=None):
     if verb == "show":
         return sc.show(units, props, value_only)
     table = {
-        "enable": lambda u: sc.enable(u, now), "disable": lambda u: sc.disable(u, now),
+        "enable": lambda u: sc.enable(u, now, runtime), "disable": lambda u: sc.disable(u, now),
+        "mask": lambda u: sc.mask(u, runtime, now), "unmask": lambda u: sc.unmask(u, runtime),
         "is-enabled": sc.is_enabled, "is-active": sc.is_active, "is-failed": sc.is_failed,
         "start": sc.start, "stop": sc.stop, "restart": sc.restart, "reload-or-restart": sc.restart,
         "try-restart": sc.try_restart, "status": sc.status, "cat": sc.cat,

@@ -16,7 +16,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.gpufabric.node.plugins.modules import fabric_persist
+from ansible_collections.gpufabric.node.plugins.module_utils import persist
 from gpufabric_sim import bootsim, configfs_watch, runtime, services
 
 # --------------------------------------------------------------------------------------------
@@ -642,7 +642,7 @@ def test_udev_rule_restarts_template_instance(tmp_path, monkeypatch):
     """What the persistence role writes (fabric_persist's template unit and udev rule, rendered by the
     module itself): the rule's ``<systemctl> --no-block restart gpufabric-apply@%k.service`` runs the
     template's ExecStart for that device only."""
-    root = _template_root(tmp_path, fabric_persist.render_template("/usr/local/sbin/gpufabric-apply", 7))
+    root = _template_root(tmp_path, persist.render_template("/usr/local/sbin/gpufabric-apply", 7))
     for ibdev in ("mlx5_2", "mlx5_3"):
         (root / "sys/class/infiniband" / ibdev / "ports/1").mkdir(parents=True)
     bindir = tmp_path / "bin"
@@ -651,7 +651,7 @@ def test_udev_rule_restarts_template_instance(tmp_path, monkeypatch):
     systemctl.write_text(runtime.render_wrapper(sys.executable, "gpufabric_sim.services", "systemctl_main", True))
     systemctl.chmod(0o755)
     (root / "etc/udev/rules.d").mkdir(parents=True)
-    (root / "etc/udev/rules.d/90-gpufabric.rules").write_text(fabric_persist.render_rule(str(systemctl)))
+    (root / "etc/udev/rules.d/90-gpufabric.rules").write_text(persist.render_rule(str(systemctl)))
     monkeypatch.setenv("GPUFABRIC_SYSROOT", str(root))
     assert services.udevadm_main(["udevadm", "trigger", "--action=add", "--sysname-match=mlx5_3"]) == 0
     assert (root / "argv").read_text().split() == ["--device", "mlx5_3", "--wait", "7"]

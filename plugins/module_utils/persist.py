@@ -1,0 +1,499 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What ``fabric_persist`` installs for the boot-time applier, how the node differs from it, and the fix.
+
+The installed applier is: the script ``gpufabric-apply``, its library (a copy of these module_utils below
+``lib_dir``), the oneshot unit ``gpufabric-apply.service`` (enabled), the template ``gpufabric-apply@.service``, the
+udev rule that starts it on every RDMA device ``add``, and the state it applies (``/etc/gpufabric``, written by the
+modules). :class:`Installer` compares the node with that and returns one drift item per difference
+(``{concern: persistence, object, key, current, desired}``):
+
+- ``content`` of a file (sha256 prefix, ``missing``; ``present`` for a file that should not be there);
+- ``mode`` and ``owner`` of a file or directory (anything root runs at boot is owned by 0:0 and not writable by
+  group or others, ``guard.py``), ``type`` where a symlink or something else stands in for it;
+- ``unit_file_state`` of the boot unit: what ``systemctl is-enabled`` says (or, without systemctl, what the unit
+  file layout says: the first entry in the unit search path, a mask being a symlink to /dev/null or an empty file,
+  enablement symlinks in ``/etc`` or ``/run/systemd/system/*.wants|*.requires``), desired ``enabled``.
+
+:meth:`Installer.fix` corrects every item it can: files are rewritten atomically (temp file in the same directory,
+owner 0:0 and mode set on the open file, fsync, rename, fsync of the directory), owner and mode restored on the
+open file or directory (never through a symlink), the unit unmasked and enabled. Directories on the way that the
+collection does not own (``/``, ``/etc``, ``/usr/local/sbin``, the unit and rule directories) are reported but never
+changed: only ``lib_dir``, the directories below it and the state directory are the collection's.
+Plain Python: no Ansible imports. This file is private to the collection: no stable API is promised.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import glob
+import hashlib
+import os
+import stat
+import sys
+import tempfile
+
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, guard, state
+
+CONCERN = "persistence"
+PKG = guard.PKG
+PKG_PATH = PKG.replace(".", "/")
+UNIT = "gpufabric-apply.service"
+TEMPLATE = "gpufabric-apply@.service"
+HEADER = "Managed by gpufabric.node (fabric_persist): do not edit, rerun the persistence role."
+DEFAULT_SYSTEMCTL = "/usr/bin/systemctl"
+# systemd's unit search path (system scope), highest priority first: the first entry of a name wins
+UNIT_SEARCH = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+               "/usr/lib/systemd/system", "/lib/systemd/system")
+CONFIG_DIRS = (("/etc/systemd/system", "enabled", "masked"), ("/run/systemd/system", "enabled-runtime",
+                                                               "masked-runtime"))
+
+
+class PersistError(Exception):
+    """A check or a fix that could not be done; the message names the object."""
+
+
+# --- what is installed ---------------------------------------------------------------------------------
+
+def module_utils_sources(modules=None):
+    """{name: source} of the collection's module_utils loaded in this process (the applier's imports)."""
+    modules = sys.modules if modules is None else modules
+    out = {}
+    for name, mod in sorted(modules.items()):
+        if mod is None or not name.startswith(PKG + ".") or "." in name[len(PKG) + 1:]:
+            continue
+        loader = getattr(mod, "__loader__", None)
+        source = loader.get_source(name) if loader is not None and hasattr(loader, "get_source") else None
+        if source is None:
+            raise PersistError("cannot read the source of %s from %r" % (name, loader))
+        out[name[len(PKG) + 1:]] = source
+    if "applier" not in out:
+        raise PersistError("module_utils.applier is not loaded")
+    return out
+
+
+def render_script(python, script, lib_dir):
+    rel = os.path.relpath(lib_dir, os.path.dirname(script))
+    return (
+        "#!%s\n"
+        "# %s\n"
+        "\"\"\"gpufabric-apply: re-apply the runtime-only fabric settings recorded in /etc/gpufabric/state.json.\n\n"
+        "Runs the copy of the gpufabric.node module_utils installed in %s (found relative to this\n"
+        "script, so it also works below a simulated node's root). It refuses to run when this script, that\n"
+        "copy or the recorded state could be changed by anyone but root. --help for the options.\n"
+        "\"\"\"\n"
+        "import os\n"
+        "import sys\n\n"
+        "sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), %r)))\n\n"
+        "from ansible_collections.gpufabric.node.plugins.module_utils.applier import main  # noqa: E402\n\n"
+        "raise SystemExit(main(script=__file__))\n" % (python, HEADER, lib_dir, rel))
+
+
+def render_unit(script, boot_wait, before_units):
+    return (
+        "# %s\n"
+        "[Unit]\n"
+        "Description=Re-apply gpufabric runtime fabric settings (DCB, RoCE ToS, ACS, nvidia-fs, rail routing)\n"
+        "Documentation=man:systemd.service(5)\n"
+        "# Rail addresses must be configured before per-rail routes can be added with their source address.\n"
+        "Wants=network-online.target\n"
+        "After=network-online.target systemd-modules-load.service\n"
+        "# Lossless class and ToS in place before NFS over RDMA mounts and before workloads start.\n"
+        "Before=%s\n\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        "RemainAfterExit=yes\n"
+        "ExecStart=%s --wait %d\n"
+        "TimeoutStartSec=%d\n\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n" % (HEADER, " ".join(before_units), script, boot_wait, boot_wait + 120))
+
+
+def render_template(script, device_wait):
+    return (
+        "# %s\n"
+        "[Unit]\n"
+        "Description=Re-apply gpufabric DCB and RoCE ToS of RDMA device %%I\n"
+        "# At boot, let the full run go first; both serialise on /run/gpufabric-apply.lock anyway.\n"
+        "After=gpufabric-apply.service\n\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        "ExecStart=%s --device %%I --wait %d\n"
+        "TimeoutStartSec=%d\n" % (HEADER, script, device_wait, device_wait + 60))
+
+
+def render_rule(systemctl):
+    return (
+        "# %s\n"
+        "# An RDMA device registered (boot, driver reload, firmware reset): its ToS is 0 again and its rail's DCB\n"
+        "# may be gone. Start the work as a service: udev kills RUN programs when the event is done.\n"
+        "ACTION==\"add\", SUBSYSTEM==\"infiniband\", "
+        "RUN+=\"%s --no-block restart gpufabric-apply@%%k.service\"\n" % (HEADER, systemctl))
+
+
+def lib_files(lib_dir, sources):
+    """{path: content} of the module_utils copy, with empty __init__.py on every package level."""
+    files = {}
+    parts = PKG_PATH.split("/")
+    for i in range(1, len(parts) + 1):
+        files["%s/%s/__init__.py" % (lib_dir, "/".join(parts[:i]))] = ""
+    for name, src in sources.items():
+        files["%s/%s/%s.py" % (lib_dir, PKG_PATH, name)] = src
+    return files
+
+
+def package_dirs(lib_dir):
+    parts = PKG_PATH.split("/")
+    return ["%s/%s" % (lib_dir, "/".join(parts[:i])) for i in range(1, len(parts) + 1)]
+
+
+# --- reading the node -------------------------------------------------------------------------------------
+
+def sha(data):
+    return "sha256:" + hashlib.sha256(data).hexdigest()[:16]
+
+
+def _lstat(sysroot, path):
+    try:
+        return os.lstat(sysroot.path(path))
+    except OSError:
+        return None
+
+
+def _octal(mode):
+    return "%04o" % mode
+
+
+def layout_state(sysroot, unit):
+    """The unit file state from the file layout, with systemctl is-enabled's words."""
+    found = None
+    for d in UNIT_SEARCH:
+        real = sysroot.path(d, unit)
+        if os.path.islink(real) and os.readlink(real) == "/dev/null" or \
+                os.path.isfile(real) and os.path.getsize(real) == 0:
+            return "masked-runtime" if d.startswith("/run/") else "masked"
+        if os.path.isfile(real):
+            found = real
+            break
+    if found is None:
+        return "not-found"
+    for config, word, _masked in CONFIG_DIRS:
+        base = sysroot.path(config)
+        for d in sorted(glob.glob(base + "/*.wants") + glob.glob(base + "/*.requires")):
+            if os.path.islink(os.path.join(d, unit)):
+                return word
+    section = None
+    with open(found) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("[") and line.endswith("]"):
+                section = line[1:-1]
+            elif section == "Install" and line.split("=", 1)[0].strip() in ("WantedBy", "RequiredBy", "Alias",
+                                                                               "Also"):
+                return "disabled"
+    return "static"
+
+
+def systemctl_state(run, systemctl, unit):
+    """What ``systemctl is-enabled`` prints (its exit code says nothing more than the word)."""
+    rc, out, err = run([systemctl, "is-enabled", unit])
+    words = (out or "").split()
+    if words:
+        return words[0]
+    if "No such file" in (err or "") or "not found" in (err or "").lower():
+        return "not-found"  # systemd before 249 says it on stderr
+    raise PersistError("systemctl is-enabled %s failed (rc=%d): %s" % (unit, rc, (err or "").strip()))
+
+
+def mask_path(unit_state, unit):
+    for config, _word, masked in CONFIG_DIRS:
+        if unit_state == masked:
+            return "%s/%s" % (config, unit)
+    return None
+
+
+# --- writing --------------------------------------------------------------------------------------------
+
+def _fsync_dir(real_dir):
+    fd = os.open(real_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def makedirs(sysroot, path):
+    """Create the missing directories of host path ``path``: 0755, owned by root."""
+    missing = []
+    p = path
+    while not os.path.lexists(sysroot.path(p)) and p != "/":
+        missing.append(p)
+        p = os.path.dirname(p)
+    for d in reversed(missing):
+        real = sysroot.path(d)
+        os.mkdir(real, 0o755)
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            _own(fd, 0o755)
+        finally:
+            os.close(fd)
+        _fsync_dir(os.path.dirname(real))
+
+
+def _own(fd, mode):
+    st = os.fstat(fd)
+    if (st.st_uid, st.st_gid) != (0, 0):
+        os.fchown(fd, 0, 0)
+    if stat.S_IMODE(st.st_mode) != mode or (st.st_uid, st.st_gid) != (0, 0):
+        os.fchmod(fd, mode)
+
+
+def write_atomic(sysroot, path, content, mode):
+    """Temp file in the same directory, owner 0:0 and mode on the open file, fsync, rename, fsync the directory."""
+    real = sysroot.path(path)
+    d = os.path.dirname(real)
+    makedirs(sysroot, os.path.dirname(path))
+    data = content.encode("utf-8") if not isinstance(content, bytes) else content
+    fd, tmp = tempfile.mkstemp(prefix=".gpufabric.", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _own(f.fileno(), mode)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(tmp, real)
+    except Exception:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(d)
+
+
+def remove(sysroot, path):
+    real = sysroot.path(path)
+    if os.path.isdir(real) and not os.path.islink(real):
+        raise PersistError("%s is a directory where the collection keeps a file: remove it by hand" % path)
+    os.unlink(real)
+    _fsync_dir(os.path.dirname(real))
+
+
+def restore(sysroot, path, mode):
+    """Owner 0:0 and ``mode`` on the file or directory itself: opened without following a symlink."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(sysroot.path(path), flags)
+    try:
+        if not (stat.S_ISREG(os.fstat(fd).st_mode) or stat.S_ISDIR(os.fstat(fd).st_mode)):
+            raise PersistError("%s is not a regular file or directory" % path)
+        _own(fd, mode)
+    finally:
+        os.close(fd)
+
+
+# --- the comparison and the fix ---------------------------------------------------------------------------
+
+def item(obj, key, current, desired):
+    return {"concern": CONCERN, "object": obj, "key": key, "current": current, "desired": desired}
+
+
+class Installer(object):
+    """Compare the node with the applier ``files`` ({path: (content, mode, diff)}) and fix it.
+
+    unit_path: where the boot unit's file is installed (a mask there is replaced by writing the file).
+    unit: the boot unit's name, or None when its enablement is not managed (``enabled: false``).
+    The collection's own directories are ``lib_dir`` and ``state_dir``, with everything below them.
+    """
+
+    def __init__(self, sysroot, files, lib_dir, unit_path, unit=UNIT, state_dir=state.STATE_DIR):
+        self.sysroot = sysroot
+        self.files = files
+        self.lib_dir = lib_dir
+        self.unit_path = unit_path
+        self.unit = unit
+        self.state_dir = state_dir
+        self.owned = [lib_dir, state_dir]
+
+    def _is_owned(self, path):
+        return any(path == o or path.startswith(o.rstrip("/") + "/") for o in self.owned)
+
+    def tree(self, top):
+        """Host paths of everything below ``top`` (not following symlinks), top first."""
+        out = []
+        real_top = self.sysroot.path(top)
+        if not os.path.isdir(real_top) or os.path.islink(real_top):
+            return [top] if os.path.lexists(real_top) else []
+        for dirpath, dirnames, filenames in os.walk(real_top):
+            host = self.sysroot.unroot(dirpath)
+            out.append(host)
+            for n in sorted(filenames) + sorted(d for d in dirnames if os.path.islink(os.path.join(dirpath, d))):
+                out.append(host.rstrip("/") + "/" + n)
+            dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d)))
+        return out
+
+    def survey(self, unit_state=None):
+        """(items, actions, foreign): the drift items, the fixes, the items no real run changes."""
+        items, actions, foreign = [], [], []
+        for path in sorted(self.files):
+            content, mode, diff = self.files[path]
+            self._file(path, content, mode, diff, items, actions)
+        stale = set()
+        pkg = set(package_dirs(self.lib_dir))
+        extra = []
+        for path in self.tree(self.lib_dir) + self.tree(self.state_dir):
+            if path in self.files:
+                continue
+            st = _lstat(self.sysroot, path)
+            if st is None:
+                continue
+            if os.path.dirname(path) in pkg and path.endswith(".py") or stat.S_ISLNK(st.st_mode) and \
+                    self._is_owned(os.path.dirname(path)):
+                stale.add(path)
+            else:
+                extra.append(path)
+        for path in sorted(stale):
+            if _lstat(self.sysroot, path) is not None:
+                items.append(item(path, "content", "present", "absent"))
+                actions.append({"op": "remove", "path": path})
+        checked = [p for p in list(self.files) + extra if p not in stale]
+        for f in guard.findings(self.sysroot, checked):
+            if f["path"] in self.files or f["path"] in stale:
+                continue  # looked at above (content, exact mode, owner)
+            self._finding(f, items, actions, foreign)
+        if self.unit is not None and unit_state is not None and unit_state != "enabled":
+            items.append(item(self.unit, "unit_file_state", unit_state, "enabled"))
+            mask = mask_path(unit_state, self.unit)
+            if mask is not None and mask != self.unit_path:
+                actions.append({"op": "unmask", "runtime": mask.startswith("/run/")})
+            actions.append({"op": "enable"})
+        return items, actions, foreign
+
+    def _file(self, path, content, mode, diff, items, actions):
+        st = _lstat(self.sysroot, path)
+        want = content.encode("utf-8")
+        before = None
+        write = False
+        if st is None:
+            items.append(item(path, "content", "missing", sha(want)))
+            write = True
+        elif not stat.S_ISREG(st.st_mode):
+            target = os.readlink(self.sysroot.path(path)) if stat.S_ISLNK(st.st_mode) else None
+            items.append(item(path, "type", "symlink to %s" % target if target else guard.kind(st), "file"))
+            write = True
+        else:
+            with open(self.sysroot.path(path), "rb") as f:
+                have = f.read()
+            before = have.decode("utf-8", "replace")
+            if have != want:
+                items.append(item(path, "content", sha(have), sha(want)))
+                write = True
+            if stat.S_IMODE(st.st_mode) != mode:
+                items.append(item(path, "mode", _octal(stat.S_IMODE(st.st_mode)), _octal(mode)))
+            if (st.st_uid, st.st_gid) != (0, 0):
+                items.append(item(path, "owner", "%d:%d" % (st.st_uid, st.st_gid), "0:0"))
+        if write:
+            actions.append({"op": "write", "path": path, "content": content, "mode": mode, "diff": diff,
+                            "before": before, "created": st is None})
+        elif st is not None and (stat.S_IMODE(st.st_mode) != mode or (st.st_uid, st.st_gid) != (0, 0)):
+            actions.append({"op": "restore", "path": path, "mode": mode})
+
+    def _finding(self, f, items, actions, foreign):
+        path = f["path"]
+        mine = f["managed"] and self._is_owned(path)
+        codes = set(f["codes"])
+        found = []
+        if codes & {"symlink", "special", "not_dir", "loop"}:
+            found.append(item(path, "type", "%s%s" % (f["kind"], " to %s" % f["target"] if f["target"] else ""),
+                              "directory" if "not_dir" in codes else "file"))
+            mine = False
+        else:
+            if codes & {"owner", "group"}:
+                found.append(item(path, "owner", "%d:%d" % (f["uid"], f["gid"]),
+                                  "0:%d" % (0 if mine else f["gid"])))
+            if codes & {"others_write", "group_write"}:
+                clear = (0o002 if "others_write" in codes else 0) | (0o020 if "group_write" in codes else 0)
+                found.append(item(path, "mode", _octal(f["mode"]), _octal(f["mode"] & ~clear)))
+        items.extend(found)
+        if mine:
+            actions.append({"op": "restore", "path": path, "mode": f["mode"] & ~0o022})
+        else:
+            foreign.extend(found)
+
+    def survey_absent(self, paths):
+        """(items, actions) of removing ``paths`` (state=absent)."""
+        items, actions = [], []
+        for path in paths:
+            if _lstat(self.sysroot, path) is not None:
+                items.append(item(path, "content", "present", "absent"))
+                actions.append({"op": "remove", "path": path})
+        return items, actions
+
+    def fix_files(self, actions, check_mode=False):
+        """Carry out the file actions of :meth:`survey`: owner/mode first (directories top down, so nothing is
+        written into a directory others can still change), then removals, then writes. {path: action word} of
+        what was (in check mode: would be) done."""
+        if check_mode:
+            return dict((a["path"], "restored" if a["op"] == "restore" else "removed" if a["op"] == "remove"
+                         else "created" if a["created"] else "updated")
+                        for a in actions if a["op"] in ("restore", "remove", "write"))
+        done = {}
+        order = {"restore": 0, "remove": 1, "write": 2}
+        file_ops = sorted((a for a in actions if a["op"] in order),
+                          key=lambda a: (order[a["op"]], a["path"].count("/"), a["path"]))
+        for a in file_ops:
+            try:
+                if a["op"] == "restore":
+                    restore(self.sysroot, a["path"], a["mode"])
+                    done[a["path"]] = "restored"
+                elif a["op"] == "remove":
+                    remove(self.sysroot, a["path"])
+                    done[a["path"]] = "removed"
+                else:
+                    write_atomic(self.sysroot, a["path"], a["content"], a["mode"])
+                    done[a["path"]] = "created" if a["created"] else "updated"
+            except (OSError, IOError) as e:
+                raise PersistError("%s: %s failed: %s" % (a["path"], a["op"], e))
+        return done
+
+    def fix_unit(self, actions, run, systemctl, query, check_mode=False):
+        """Unmask and enable the boot unit as ``actions`` say; ``run(argv)`` runs systemctl (in check mode it only
+        records the command), ``query()`` reads the unit file state again after a command (a file written may
+        have changed it too). A real run proves the result by reading it back."""
+        if not any(a["op"] in ("unmask", "enable") for a in actions):
+            return
+        if not systemctl and not check_mode:
+            raise PersistError("%s is not enabled and systemctl is not installed: cannot enable it" % self.unit)
+        systemctl = systemctl or DEFAULT_SYSTEMCTL
+        now = None if not check_mode else "unknown"
+        for a in actions:
+            if a["op"] == "unmask":
+                now = now or query()
+                if now in ("masked", "masked-runtime", "unknown"):
+                    run([systemctl, "unmask"] + (["--runtime"] if a["runtime"] else []) + [self.unit])
+                    now = now if check_mode else None
+        now = now or query()
+        if now != "enabled":
+            run([systemctl, "enable", self.unit])
+            if not check_mode:
+                now = query()
+                if now != "enabled":
+                    raise PersistError("%s is %s after systemctl enable, not enabled" % (self.unit, now))
+
+
+def status(items, foreign, check_mode):
+    """The persistence concern's status document (``concerns.from_items``); items a real run does not change
+    (directories the collection does not own) keep it at drift, and the reason names them."""
+    if not foreign:
+        return concerns.from_items(CONCERN, items, check_mode)
+    paths = []
+    for i in foreign:
+        if i["object"] not in paths:
+            paths.append(i["object"])
+    note = "not the collection's, so never changed by fabric_persist (fix by hand): %s" % ", ".join(paths)
+    if check_mode:
+        doc = concerns.from_items(CONCERN, items, True)
+        doc["reason"] = concerns.one_line("%s; %s" % (doc["reason"], note))
+        return doc
+    fixed = len(items) - len(foreign)
+    return concerns.from_items(CONCERN, foreign, True,
+                               reason="corrected %d item(s); %d left: %s" % (fixed, len(foreign), note))
