@@ -497,3 +497,49 @@ def status(items, foreign, check_mode):
     fixed = len(items) - len(foreign)
     return concerns.from_items(CONCERN, foreign, True,
                                reason="corrected %d item(s); %d left: %s" % (fixed, len(foreign), note))
+
+
+# ------------------------------------------------------------------------------------------------
+# Hosts that do not boot with systemd (a microVM whose agent is PID 1): nothing there runs the unit or the udev rule.
+
+def booted_with_systemd(sysroot):
+    """sd_booted(3): systemd creates /run/systemd/system early at boot, and nothing else does."""
+    return sysroot.isdir("/run/systemd/system")
+
+
+def pid1(sysroot):
+    comm = sysroot.read("/proc/1/comm")
+    return comm.strip() if comm else None
+
+
+def recorded_runtime_state(sysroot):
+    """The sections of runtime state that the applier would re-apply at boot (state.json, acs.json, routing.json)."""
+    out = []
+    try:
+        doc = state.load(sysroot)
+    except state.StateError as e:
+        return ["state.json (unreadable: %s)" % e]
+    out.extend(sorted(k for k in doc if k not in ("version",)))
+    for path in (state.STATE_DIR + "/acs.json", state.ROUTING_STATE_FILE):
+        if sysroot.exists(path):
+            out.append(path.rsplit("/", 1)[-1])
+    return out
+
+
+def without_systemd(sysroot):
+    """The persistence concern on a host not booted with systemd, or None where systemd runs.
+
+    not_applicable when there is no runtime state to keep; drift when there is (DCB, ToS, ACS or routing would be
+    lost at the next boot and nothing would re-apply them)."""
+    if booted_with_systemd(sysroot):
+        return None
+    init = pid1(sysroot) or "unknown"
+    recorded = recorded_runtime_state(sysroot)
+    why = ("this host does not boot with systemd (PID 1 is %s; no /run/systemd/system), so the boot-time applier's "
+           "unit and udev rule would never run" % init)
+    if not recorded:
+        return concerns.status(concerns.NOT_APPLICABLE, why + "; no runtime state is recorded for it to re-apply")
+    items = [item("init", "pid1", init, "systemd")]
+    return concerns.status(concerns.DRIFT, why + ": the recorded %s would be lost at the next boot; re-run "
+                           "provision.yml after each boot or start gpufabric-apply from this host's own init"
+                           % ", ".join(recorded), items)

@@ -167,6 +167,19 @@ commands:
   type: list
   elements: str
   sample: ["systemctl daemon-reload", "systemctl enable gpufabric-apply.service", "udevadm control --reload"]
+booted_with_systemd:
+  description: >-
+    False when the host does not boot with systemd (no C(/run/systemd/system), as C(sd_booted(3)) tests; a microVM
+    whose agent is PID 1). The module then installs nothing, and the persistence concern is C(not_applicable) when
+    no runtime state is recorded, else C(drift) (it would be lost at the next boot).
+  returned: when the host does not boot with systemd
+  type: bool
+  sample: false
+pid1:
+  description: The command name of PID 1 (C(/proc/1/comm)) on a host that does not boot with systemd.
+  returned: when the host does not boot with systemd
+  type: str
+  sample: process_api
 unit_file_state:
   description: >-
     State of C(gpufabric-apply.service) before the module ran, in C(systemctl is-enabled)'s words; null when
@@ -310,6 +323,14 @@ def main():
                                            UNIT)
         return persist.layout_state(sysroot, UNIT)
 
+    if present:
+        # a host not booted with systemd (a microVM whose agent is PID 1) never runs the unit or the rule: say so,
+        # install nothing
+        no_systemd = persist.without_systemd(sysroot)
+        if no_systemd is not None:
+            result.update(concerns={persist.CONCERN: no_systemd}, drift=no_systemd["items"],
+                          booted_with_systemd=False, pid1=persist.pid1(sysroot))
+            module.exit_json(**result)
     try:
         sources = persist.module_utils_sources()
     except persist.PersistError as e:

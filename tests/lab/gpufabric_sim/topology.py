@@ -10,6 +10,7 @@ A topology is a plain dict (YAML in ``tests/lab/topologies/<name>.yml``)::
     os: ubuntu                      # ubuntu | debian | rhel
     os_version: "24.04"
     bootloader: grub                # grub (ubuntu/debian default) | grubby (rhel default: GRUB 2 + BLS)
+    init: systemd                   # PID 1; anything else (process_api on a microVM) has no /run/systemd/system
                                     # | systemd-boot | uki | none (microVM: command line from the hypervisor)
     cmdline: "BOOT_IMAGE=/boot/vmlinuz-6.8.0-45-generic root=UUID=... ro quiet splash"
     iommu: translated               # identity | translated | off
@@ -187,6 +188,12 @@ def expand(raw):
         raise TopologyError("os must be ubuntu, debian or rhel, not %r" % topo["os"])
     topo.setdefault("os_version", {"ubuntu": "24.04", "debian": "12", "rhel": "9.4"}[topo["os"]])
     topo.setdefault("bootloader", "grubby" if topo["os"] == "rhel" else "grub")
+    # PID 1: systemd (the default) or another init, as on a microVM whose agent is PID 1 (the H200 host the device
+    # tool lends runs "process_api"); only systemd creates /run/systemd/system (sd_booted(3))
+    topo.setdefault("init", "systemd")
+    if not isinstance(topo["init"], str) or not topo["init"] or "/" in topo["init"] or len(topo["init"]) > 15:
+        raise TopologyError("init must be a process name (PID 1's comm, at most 15 characters), not %r"
+                            % (topo["init"],))
     if topo["bootloader"] not in BOOTLOADERS:
         raise TopologyError("bootloader must be one of %s, not %r" % (", ".join(BOOTLOADERS), topo["bootloader"]))
     if (topo["bootloader"], topo["os"] == "rhel") in (("grub", True), ("grubby", False)):

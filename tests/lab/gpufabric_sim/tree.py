@@ -496,6 +496,11 @@ class _Builder(object):
         _mkdir(self.p("sys/kernel/config/rdma_cm"))
         for m in ("rdma_cm", "configfs", "mlx5_core", "mlx5_ib", "ib_core"):
             _mkdir(self.p("sys/module", m))
+        init = t.get("init", "systemd")
+        _write(self.p("proc/1/comm"), init + "\n", 0o444)
+        if init == "systemd":
+            # what systemd creates at boot and sd_booted(3) tests for
+            _mkdir(self.p("run/systemd/system"))
         _write(self.p("etc/os-release"), OS_RELEASE[t["os"]].format(v=t["os_version"]))
         _write(self.p("etc/machine-id"), MACHINE_ID + "\n")
         _write(self.p("etc/hostname"), "node%03d\n" % self.node_index)

@@ -147,6 +147,10 @@ def node(template, tmp_path, monkeypatch):
     return {"root": root, "manifest": template[1]}
 
 
+# modules whose `concerns` is the play's recorded statuses passed through (written out, not found on the node)
+REPORTERS = ("fabric_metrics",)
+
+
 @pytest.mark.parametrize("name", _params())
 def test_check_mode(name, node, monkeypatch):
     case = CASES.get(name)
@@ -164,5 +168,5 @@ def test_check_mode(name, node, monkeypatch):
     assert after == before, "%s wrote below the sysroot in check mode" % name
     # modules that report concern statuses: valid documents, and drift where a real run would change something
     statuses = dict((c, concerns.normalize(c, doc)["status"]) for c, doc in (res.get("concerns") or {}).items())
-    if statuses and case.writes:
+    if statuses and case.writes and name not in REPORTERS:
         assert concerns.DRIFT in statuses.values(), statuses
