@@ -391,7 +391,18 @@ def wait_served(root, timeout=5.0):
 def run(fleet, interval=0.2, stop_after=None):
     scratch = os.path.join(fleet, ".nvfs-proc")
     os.makedirs(scratch, exist_ok=True)
-    server = Server(lambda: fleet_roots(fleet), scratch)
+    cache = {"mtime": None, "roots": None}
+
+    def roots():
+        try:
+            m = os.stat(os.path.join(fleet, "fleet.json")).st_mtime
+        except OSError:
+            return None
+        if m != cache["mtime"] or cache["roots"] is None:
+            cache["roots"], cache["mtime"] = fleet_roots(fleet), m
+        return cache["roots"]
+
+    server = Server(roots, scratch)
 
     def stop(_sig, _frm):
         raise SystemExit(0)
