@@ -22,8 +22,8 @@ description:
     loaded client module has C(/sys/module/<m>/srcversion) equal to the installed file's srcversion.
     C(/sys/module/sunrpc/parameters/nfs_bundle_version) exists. When nvidia-fs is loaded,
     C(/proc/driver/nvidia-fs/modules) lists C(rpcrdma) while the module holds C(/dev/nvidia-fs<N>) open (nvidia-fs
-    registers storage modules only while one of its devices is open: an idle healthy node lists none, so the file
-    is never read idle). A node that booted the in-tree NFS stack, or a client whose rpcrdma does not register with
+    registers storage modules only while one of its devices is open - an idle healthy node lists none - so the
+    file is never read idle). A node that booted the in-tree NFS stack, or a client whose rpcrdma does not register with
     nvidia-fs, keeps working storage with GDS off and no error anywhere; this is the check that notices.
   - Fails with every problem listed when the proof does not hold (unless O(fail_on_problems=false)).
 author:
@@ -130,7 +130,7 @@ nfs_bundle_version:
 nvidia_fs:
   description:
     - Whether nvidia-fs is C(loaded); when it was checked, the C(device) held open during the read, C(held),
-      C(modules) (what C(/proc/driver/nvidia-fs/modules) listed then, version as printed, e.g. C(rpcrdma: (null)))
+      C(modules) (what C(/proc/driver/nvidia-fs/modules) listed then, version as printed, e.g. C(rpcrdma) V((null)))
       and C(error) (why the read proves nothing, else null).
   returned: when O(stage=running)
   type: dict
