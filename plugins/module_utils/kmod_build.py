@@ -38,6 +38,7 @@ import tarfile
 import tempfile
 import time
 
+from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_modules
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 STATE_FILE = "/etc/gpufabric/vendor_nfs.json"
@@ -1195,15 +1196,8 @@ def prove_installed(sysroot, kver, require_symbol=True, version=None, other_modu
     return out
 
 
-def parse_nvfs_modules(text):
-    """``/proc/driver/nvidia-fs/modules`` lines ``<name>: <version>`` -> {name: version}."""
-    out = {}
-    for line in (text or "").splitlines():
-        if ":" in line:
-            k, v = line.split(":", 1)
-            if k.strip():
-                out[k.strip()] = v.strip()
-    return out
+# ``/proc/driver/nvidia-fs/modules`` lines ``<name>: <version>`` -> {name: version}
+parse_nvfs_modules = nvfs_modules.parse_modules
 
 
 def prove_running(sysroot, kver, require_loaded=("sunrpc",), nvidia_fs="auto"):
@@ -1213,7 +1207,9 @@ def prove_running(sysroot, kver, require_loaded=("sunrpc",), nvidia_fs="auto"):
     * every recorded module that is loaded has ``/sys/module/<m>/srcversion`` equal to the installed file's;
       modules in ``require_loaded`` must be loaded;
     * ``/sys/module/sunrpc/parameters/nfs_bundle_version`` exists (only the vendor's sunrpc has it);
-    * with nvidia-fs loaded (or ``nvidia_fs="required"``) ``/proc/driver/nvidia-fs/modules`` lists rpcrdma.
+    * with nvidia-fs loaded (or ``nvidia_fs="required"``) ``/proc/driver/nvidia-fs/modules`` lists rpcrdma while
+      ``/dev/nvidia-fs<N>`` is held open (nvidia-fs registers storage modules only then: ``nvfs_modules``; an idle
+      healthy node lists none). A node without nvidia-fs (``/sys/module/nvidia_fs`` absent) skips it in ``auto``.
     """
     problems = []
     running = sysroot.read("/proc/sys/kernel/osrelease", "")
@@ -1252,10 +1248,11 @@ def prove_running(sysroot, kver, require_loaded=("sunrpc",), nvidia_fs="auto"):
     if nvidia_fs == "required" and not nvfs_loaded:
         problems.append("nvidia-fs is not loaded")
     if nvfs_loaded and nvidia_fs != "ignore":
-        mods = parse_nvfs_modules(sysroot.read_raw("/proc/driver/nvidia-fs/modules", ""))
-        out["nvidia_fs"]["modules"] = mods
-        if RDMA_MODULE not in mods:
-            problems.append("/proc/driver/nvidia-fs/modules does not list %s: nvidia-fs is not hooked into the "
-                            "NFS client, GDS over NFS is off" % RDMA_MODULE)
+        held = nvfs_modules.read_held(sysroot)
+        out["nvidia_fs"].update(modules=held["modules"], device=held["device"], held=held["held"],
+                                error=held["error"])
+        ok, reason = nvfs_modules.storage_check(held, RDMA_MODULE)
+        if not ok:
+            problems.append(reason)
     out.update(proven=not problems, problems=problems)
     return out

@@ -15,7 +15,8 @@ version_added: 0.1.0
 description:
   - Reports the GDS preconditions one by one (each V(ok), V(fail) or V(skip) with a reason) - the open NVIDIA kernel
     module, nvidia-fs loaded and its version, the storage module (C(rpcrdma)) listed in
-    C(/proc/driver/nvidia-fs/modules), the IOMMU in identity mode or off, the vendor NFS client loaded
+    C(/proc/driver/nvidia-fs/modules) while the module holds C(/dev/nvidia-fs<N>) open (nvidia-fs registers storage
+    modules only while one of its devices is open, so an idle healthy node lists none), the IOMMU in identity mode or off, the vendor NFS client loaded
     (C(/sys/module/sunrpc/parameters/nfs_bundle_version), the loaded C(rpcrdma) srcversion equal to
     C(modinfo -F srcversion rpcrdma)), the mount holding O(path) using C(proto=rdma), and C(/etc/cufile.json) valid.
   - Then makes a test transfer with cuFile compatibility mode B(off) (a generated cufile.json through
@@ -151,6 +152,17 @@ drift:
   returned: always
   type: list
   elements: dict
+concerns:
+  description:
+    - The status of concern C(gds) (see C(docs/concerns.md)) - C(status), C(reason), C(items).
+    - V(ok) when the counted transfer proved GDS; V(drift) when it did not or (check mode) a precondition fails,
+      C(items) being the RV(drift) entries; V(not_checked) in check mode when every precondition holds (no transfer
+      was made); V(error) when the module fails (bad input, the transfer could not be prepared).
+  returned: always
+  type: dict
+  sample: {"gds": {"status": "drift", "reason": "check mode: 1 precondition(s) fail: nvidia_fs_storage_module: ...",
+                   "items": [{"concern": "gds", "object": "nvidia_fs_storage_module", "key": "precondition",
+                              "current": "rpcrdma is not listed ...", "desired": "ok"}]}}
 """
 
 import sys
@@ -158,6 +170,7 @@ import sys
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils import proof_concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 ENV = {"LC_ALL": "C", "LANG": "C"}
@@ -197,15 +210,18 @@ def main():
                           python=p["python"] or sys.executable, modinfo=modinfo, method=p["method"], gdsio=gdsio,
                           storage_module=p["storage_module"], nfs_rdma=p["nfs_rdma"], check_mode=module.check_mode)
     except nvfs.GdsError as e:
-        module.fail_json(msg="gds_verify: %s" % e)
+        msg = "gds_verify: %s" % e
+        module.fail_json(msg=msg, concerns={"gds": proof_concerns.failed("gds", msg)})
     except (IOError, OSError) as e:
-        module.fail_json(msg="gds_verify could not prepare the test transfer in %s: %s" % (p["path"], e))
+        msg = "gds_verify could not prepare the test transfer in %s: %s" % (p["path"], e)
+        module.fail_json(msg=msg, concerns={"gds": proof_concerns.failed("gds", msg)})
     res.pop("facts", None)
     drift = [{"concern": "gds", "object": pc["name"], "key": "precondition", "current": pc["reason"],
               "desired": "ok"} for pc in res["preconditions"] if pc["status"] == "fail"]
     if not module.check_mode and not res["gds_active"]:
         drift.append({"concern": "gds", "object": p["path"], "key": "gds_active", "current": False, "desired": True})
     res["drift"] = drift
+    res["concerns"] = {"gds": proof_concerns.gds_status(res, drift, module.check_mode)}
     res["changed"] = False
     module.exit_json(**res)
 

@@ -170,10 +170,13 @@ ansible_facts:
           sample: {"needed": true, "running": true, "pids": [2817]}
         nvidia_fs:
           description: C(loaded), C(version) (from C(/proc/driver/nvidia-fs/version)), C(module_version),
-            C(modules) (storage modules hooked into nvidia-fs, name to version), C(rw_stats_enabled).
+            C(modules) (C(/proc/driver/nvidia-fs/modules) as read, name to version as printed), C(rw_stats_enabled).
+            The facts do not hold a device open, and nvidia-fs lists storage modules only while one of its devices
+            is open, so an idle node shows only C(wekafsio) (always listed); M(gpufabric.node.gds_verify) and
+            M(gpufabric.node.vendor_nfs_proof) read it while holding C(/dev/nvidia-fs<N>).
           returned: when C(nvidia_fs) gathered
           type: dict
-          sample: {"loaded": true, "version": "2.22", "modules": {"rpcrdma": "4.0.35"}, "rw_stats_enabled": 0}
+          sample: {"loaded": true, "version": "2.22", "modules": {"wekafsio": "1"}, "rw_stats_enabled": 0}
 warnings_found:
   description: The warnings also emitted as Ansible warnings, for reports.
   returned: always

@@ -21,8 +21,10 @@ description:
   - O(stage=running) is the proof after the boot. C(uname -r) (C(/proc/sys/kernel/osrelease)) is the target. Every
     loaded client module has C(/sys/module/<m>/srcversion) equal to the installed file's srcversion.
     C(/sys/module/sunrpc/parameters/nfs_bundle_version) exists. When nvidia-fs is loaded,
-    C(/proc/driver/nvidia-fs/modules) lists C(rpcrdma). A node that booted the in-tree NFS stack keeps working
-    storage with GDS off and no error anywhere; this is the check that notices.
+    C(/proc/driver/nvidia-fs/modules) lists C(rpcrdma) while the module holds C(/dev/nvidia-fs<N>) open (nvidia-fs
+    registers storage modules only while one of its devices is open - an idle healthy node lists none - so the
+    file is never read idle). A node that booted the in-tree NFS stack, or a client whose rpcrdma does not register with
+    nvidia-fs, keeps working storage with GDS off and no error anywhere; this is the check that notices.
   - Fails with every problem listed when the proof does not hold (unless O(fail_on_problems=false)).
 author:
   - gpufabric developers (@gpufabric)
@@ -126,19 +128,35 @@ nfs_bundle_version:
   returned: when O(stage=running)
   type: str
 nvidia_fs:
-  description: Whether nvidia-fs is loaded and the modules it lists.
+  description:
+    - Whether nvidia-fs is C(loaded); when it was checked, the C(device) held open during the read, C(held),
+      C(modules) (what C(/proc/driver/nvidia-fs/modules) listed then, version as printed, e.g. C(rpcrdma) V((null)))
+      and C(error) (why the read proves nothing, else null).
   returned: when O(stage=running)
   type: dict
+  sample: {"loaded": true, "device": "/dev/nvidia-fs0", "held": true, "error": null,
+           "modules": {"wekafsio": "1", "rpcrdma": "(null)"}}
 drift:
   description: One entry per failed check (concern C(vendor_nfs)).
   returned: always
   type: list
   elements: dict
+concerns:
+  description:
+    - The status of concern C(vendor_client) (see C(docs/concerns.md)) - C(status), C(reason), C(items).
+    - V(ok) when every check of the stage held; V(drift) when one did not (C(reason) lists the problems, C(items) one
+      per problem); V(error) when the proof could not be made (bad input, state unreadable).
+  returned: always
+  type: dict
+  sample: {"vendor_client": {"status": "drift", "reason": "the vendor NFS client is not proven running on ...",
+                             "items": [{"concern": "vendor_client", "object": "6.1.0-56-amd64", "key": "running",
+                                        "current": "rpcrdma is not listed in ...", "desired": "proven"}]}}
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+from ansible_collections.gpufabric.node.plugins.module_utils import proof_concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 
@@ -156,15 +174,19 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+
+    def fail(msg):
+        module.fail_json(msg=msg, concerns={"vendor_client": proof_concerns.failed("vendor_client", msg)})
+
     try:
         kver = kb.validate_kver(p["kernel_release"])
     except ValueError as e:
-        module.fail_json(msg=str(e))
+        fail(str(e))
     bad = [n for n in p["other_modules"] if not kb.MODULE_NAME_RE.match(n)]
     if bad:
-        module.fail_json(msg="other_modules: %s is not a kernel module name" % ", ".join(bad))
+        fail("other_modules: %s is not a kernel module name" % ", ".join(bad))
     if p["other_modules"] and p["stage"] != "installed":
-        module.fail_json(msg="other_modules is checked at stage=installed (the gate before the reboot)")
+        fail("other_modules is checked at stage=installed (the gate before the reboot)")
     sysroot = Sysroot()
     try:
         if p["stage"] == "installed":
@@ -172,11 +194,13 @@ def main():
         else:
             res = kb.prove_running(sysroot, kver, require_loaded=p["require_loaded"], nvidia_fs=p["nvidia_fs"])
     except (kb.KmodBuildError, OSError, IOError) as e:
-        module.fail_json(msg="vendor NFS client proof for %s could not be read: %s" % (kver, e))
+        fail("vendor NFS client proof for %s could not be read: %s" % (kver, e))
     res.pop("record", None)
     res["changed"] = False
     res["drift"] = [{"concern": "vendor_nfs", "object": kver, "key": p["stage"], "current": prob,
                      "desired": "proven"} for prob in res["problems"]]
+    items = [dict(d, concern="vendor_client") for d in res["drift"]]
+    res["concerns"] = {"vendor_client": proof_concerns.vendor_client_status(res, items)}
     if p["fail_on_problems"] and not res["proven"]:
         module.fail_json(msg="vendor NFS client %s for kernel %s not proven: %s" % (
             "installation" if p["stage"] == "installed" else "runtime", kver, "; ".join(res["problems"])), **res)

@@ -112,9 +112,17 @@ class Operator(object):
 
 
 def load_nvfs(fleet, host, saved):
+    """nvidia-fs comes up: its proc files appear; the fleet's server takes the modules file over (nvfs_proc.py)."""
     dest = os.path.join(fleet.root(host), NVFS)
     if not os.path.exists(dest):
         shutil.copytree(saved, dest)
+
+
+def not_regular(directory, names):
+    """copytree ignore: the modules file of a served node is a FIFO (nvfs_proc.py), which cannot be copied."""
+    import stat
+    return [n for n in names if not stat.S_ISREG(os.lstat(os.path.join(directory, n)).st_mode)
+            and not os.path.isdir(os.path.join(directory, n))]
 
 
 def write_inventory(path, names):
@@ -191,7 +199,7 @@ def fleet(tmp_path_factory):
     try:
         fl.create()
         fl.nvfs_saved = str(tmp_path_factory.mktemp("gdscp-nvfs") / "nvidia-fs")
-        shutil.copytree(os.path.join(fl.root("sim1"), NVFS), fl.nvfs_saved)
+        shutil.copytree(os.path.join(fl.root("sim1"), NVFS), fl.nvfs_saved, ignore=not_regular)
         yield fl
     finally:
         fl.destroy()

@@ -7,7 +7,10 @@ The vendor client for the target kernel comes from the build cache (pre-filled h
 recording stand-in for podman and synthetic modules), so the role installs it into the node's sysroot with the real
 depmod; the reboot is the collection-wide hook ``gpufabric_reboot_command``: a script that "boots" the target kernel
 in the sysroot (osrelease, /sys/module/<m>/srcversion of the installed vendor modules or of an in-tree stack,
-nfs_bundle_version, nvidia-fs modules) and changes the boot id that ``gpufabric_boot_time_command`` prints.
+nfs_bundle_version, whether the loaded rpcrdma registers with nvidia-fs) and changes the boot id that
+``gpufabric_boot_time_command`` prints. The node boots idle: its /proc/driver/nvidia-fs/modules (served by the
+simulator with the driver's lifetime) lists rpcrdma only while a /dev/nvidia-fs* is held open, which the post-boot
+proof does.
 
 Asserted from the fake API's recorded requests: skip label, cordon, eviction of the node's pod only, label restored,
 uncordon only when the node was not cordoned before; on failure the node stays cordoned and the record on the node
@@ -80,7 +83,11 @@ else:
     if os.path.exists(p):
         os.unlink(p)
 os.makedirs(os.path.join(root, "sys/module/nvidia_fs"), exist_ok=True)
-w("/proc/driver/nvidia-fs/modules", "rpcrdma: 4.0.35-gf1\n" if mode != "intree" else "")
+# how the loaded storage modules answer nvidia-fs's probe (tests/lab/gpufabric_sim/nvfs_proc.py): the vendor's
+# rpcrdma registers; in "nohook" it is the vendor's file but refuses nvidia-fs's ops (-EOPNOTSUPP); the in-tree one
+# has no hook. nvidia-fs lists rpcrdma only while a /dev/nvidia-fs* is held open: the node boots idle.
+hooks = {"vendor": {"rpcrdma": 0}, "nohook": {"rpcrdma": -95}}.get(mode, {})
+w("/run/gpufabric-sim/nvfs-hooks.json", json.dumps(hooks) + "\n")
 bid = os.path.join(root, "var/lib/gpufabric-sim/fake-boot-id")
 n = int(open(bid).read()) + 1 if os.path.exists(bid) else 1
 w("/var/lib/gpufabric-sim/fake-boot-id", "%d\n" % n)
@@ -142,7 +149,7 @@ def node_root(fleet):
 
 
 def reset_node(root):
-    for p in ("etc/gpufabric/upgrade.json", "etc/gpufabric/vendor_nfs.json"):
+    for p in ("etc/gpufabric/upgrade.json", "etc/gpufabric/vendor_nfs.json", "run/gpufabric-sim/nvfs-hooks.json"):
         if os.path.exists(os.path.join(root, p)):
             os.unlink(os.path.join(root, p))
     shutil.rmtree(os.path.join(root, "lib", "modules", TARGET), ignore_errors=True)
@@ -231,8 +238,16 @@ def test_upgrade_success(fleet, prebuilt, initially_cordoned, label):
         assert os.path.exists(os.path.join(root, "lib", "modules", TARGET, "updates", "bundle", "rpcrdma.ko"))
         with open(os.path.join(root, "lib", "modules", TARGET, "modules.dep")) as f:
             assert "updates/bundle/rpcrdma.ko:" in f.read()
+        # the proof held on an idle node: nothing holds a device now, and the file lists no rpcrdma
+        assert read_modules(root) == "wekafsio: 1\n"
     finally:
         api.stop()
+
+
+def read_modules(root):
+    """/proc/driver/nvidia-fs/modules of the node (a FIFO the simulator serves: read with a timeout)."""
+    return subprocess.run(["cat", os.path.join(root, "proc", "driver", "nvidia-fs", "modules")], check=True,
+                          stdout=subprocess.PIPE, universal_newlines=True, timeout=20).stdout
 
 
 def test_drain_failure_stays_cordoned_then_resumes(fleet, prebuilt):
@@ -271,6 +286,24 @@ def test_intree_boot_fails_proof_and_stays_cordoned(fleet, prebuilt):
         assert "in-tree NFS stack is running" in out
         assert api.node(name)["spec"]["unschedulable"] is True
         assert {"spec": {"unschedulable": False}} not in node_patches(api, name)
+        rec = record(root)
+        assert rec["phase"] == "failed" and "Proof" in rec["failed_task"]
+    finally:
+        api.stop()
+
+
+def test_rpcrdma_not_registering_with_nvidia_fs_fails_proof(fleet, prebuilt):
+    """The vendor's modules run (srcversions match, bundle version present) but its rpcrdma does not register with
+    nvidia-fs: the proof, holding a device open, finds rpcrdma missing and names it; the node stays cordoned."""
+    name, root = node_root(fleet)
+    reset_node(root)
+    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[]).start()
+    try:
+        rc, out = run_playbook(fleet, prebuilt, api, boot_mode="nohook")
+        assert rc != 0
+        assert "rpcrdma is not listed in /proc/driver/nvidia-fs/modules while /dev/nvidia-fs0 is held open" in out
+        assert "in-tree NFS stack is running" not in out
+        assert api.node(name)["spec"]["unschedulable"] is True
         rec = record(root)
         assert rec["phase"] == "failed" and "Proof" in rec["failed_task"]
     finally:

@@ -11,6 +11,7 @@ A fleet is a directory::
     <fleet>/inventory.yml         group gpufabric_sim, one host per node
     <fleet>/id_ed25519[.pub]      the fleet's login key; ssh_host_ed25519_key: the host key of every sshd
     <fleet>/configfs-watch.pid    the rdma_cm configfs watcher (configfs_watch.py)
+    <fleet>/nvfs-proc.pid         the server of every node's /proc/driver/nvidia-fs/modules (nvfs_proc.py)
     <fleet>/<node>/root/          the sysroot (tree.build_tree)
     <fleet>/<node>/bin/           dcb ethtool systemctl udevadm ib_write_bw, and the boot loader's tools:
                                   update-grub grub-mkconfig grub2-mkconfig grubby (bootloader grub/grubby),
@@ -828,14 +829,14 @@ def wait_listening(nodes, timeout=20.0):
                 time.sleep(0.05)
 
 
-def start_watcher(fleet, python):
-    logf = open(os.path.join(fleet, "configfs-watch.log"), "ab")
+def start_watcher(fleet, python, name="configfs-watch", module="gpufabric_sim.configfs_watch"):
+    logf = open(os.path.join(fleet, name + ".log"), "ab")
     env = dict(os.environ)
     env["PYTHONPATH"] = LAB_DIR + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    p = subprocess.Popen([python, "-m", "gpufabric_sim.configfs_watch", "--fleet", fleet], stdin=subprocess.DEVNULL,
+    p = subprocess.Popen([python, "-m", module, "--fleet", fleet], stdin=subprocess.DEVNULL,
                          stdout=logf, stderr=logf, env=env, start_new_session=True, close_fds=True)
     logf.close()
-    write_file(os.path.join(fleet, "configfs-watch.pid"), "%d\n" % p.pid)
+    write_file(os.path.join(fleet, name + ".pid"), "%d\n" % p.pid)
     return p.pid
 
 
@@ -852,6 +853,19 @@ def parse_bootloaders(items, specs):
             raise SimError("--bootloader %r: KIND is one of %s" % (item, ", ".join(BOOTLOADERS)))
         out[name] = kind
     return out
+
+
+def start_nvfs_proc(fleet, python, timeout=20.0):
+    """The server of the nodes' /proc/driver/nvidia-fs/modules (nvfs_proc.py); returns once it serves every node."""
+    from gpufabric_sim import nvfs_proc
+    pid = start_watcher(fleet, python, "nvfs-proc", "gpufabric_sim.nvfs_proc")
+    ready = os.path.join(fleet, nvfs_proc.READY)
+    deadline = time.time() + timeout
+    while not os.path.exists(ready):
+        if time.time() > deadline or not _alive(pid):
+            raise SimError("the nvidia-fs modules server did not start (see %s)" % os.path.join(fleet, "nvfs-proc.log"))
+        time.sleep(0.05)
+    return pid
 
 
 def create(fleet, specs, base_port=DEFAULT_BASE_PORT, python=None, bootloader_of=None):
@@ -914,6 +928,7 @@ def create(fleet, specs, base_port=DEFAULT_BASE_PORT, python=None, bootloader_of
         t_net = time.time()
         start_sshds(fleet, data["nodes"], base_port)
         data["watcher_pid"] = start_watcher(fleet, python)
+        data["nvfs_proc_pid"] = start_nvfs_proc(fleet, python)
         save_fleet(fleet, data)
         wait_listening(data["nodes"])
         write_file(os.path.join(fleet, "inventory.yml"), render_inventory(fleet, data))
@@ -951,9 +966,10 @@ def destroy(fleet):
                 node_dirs.append(d)
     t0 = time.time()
     pids = []
-    wpid = read_pid(os.path.join(fleet, "configfs-watch.pid"), fleet)
-    if wpid:
-        pids.append(wpid)
+    for pidfile in ("configfs-watch.pid", "nvfs-proc.pid"):
+        wpid = read_pid(os.path.join(fleet, pidfile), fleet)
+        if wpid:
+            pids.append(wpid)
     for d in node_dirs:
         spid = read_pid(os.path.join(d, "sshd.pid"), d)
         if spid:
@@ -1018,6 +1034,7 @@ def reboot(fleet, name):
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     write_file(os.path.join(root, "proc", "cmdline"), cmdline.strip() + "\n", 0o444)
+    _wait_nvfs_served(fleet, root)
     acs = bootsim.boot_acs(root, acs_enumeration(topo), cmdline)
     apply_iommu(root, groups, mode, bootsim.translated_type(cmdline), iommu_type_overrides(topo))
     _reset_emulators(root, [r["netdev"] for r in node["rails"]])
@@ -1039,6 +1056,15 @@ def reboot(fleet, name):
     degraded = bool(sysctl_errors) or any(x["rc"] != 0 for x in udev + units)
     return {"node": name, "cmdline": cmdline.strip(), "iommu": mode, "acs": acs, "udev": udev, "units": units,
             "sysctl_errors": sysctl_errors, "degraded": degraded, "notes": notes}
+
+
+def _wait_nvfs_served(fleet, root):
+    """After the tree sync put back a regular nvidia-fs modules file: wait for the fleet's server to take it over."""
+    from gpufabric_sim import nvfs_proc
+    if os.path.isdir(os.path.join(root, "proc", "driver", "nvidia-fs")) and \
+            read_pid(os.path.join(fleet, "nvfs-proc.pid"), fleet):
+        if not nvfs_proc.wait_served(root):
+            log("the nvidia-fs modules server did not take %s over again" % root)
 
 
 def reregister(fleet, name, ibdev):

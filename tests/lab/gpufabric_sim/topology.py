@@ -16,7 +16,10 @@ A topology is a plain dict (YAML in ``tests/lab/topologies/<name>.yml``)::
     iommu: translated               # identity | translated | off
     nvidia_driver: {flavour: open, version: 550.127.05}   # flavour: open | proprietary | none
     fabric_manager: running         # running | stopped | absent
-    nvidia_fs: {loaded: true, version: "2.22", modules: {nvme: ""}, rw_stats_enabled: 0}
+    nvidia_fs: {loaded: true, version: "2.22", modules: {rpcrdma: 0}, rw_stats_enabled: 0}
+                                    # modules: storage modules loaded at boot -> what their nvidia-fs register
+                                    # function returns (0 registers; -95 refuses; false: no hook). nvidia-fs
+                                    # lists them only while /dev/nvidia-fs* is held open (nvfs_proc.py)
     iproute2_version: "6.1.0"       # 6.1.0 | 6.5.0 (dcb JSON shape)
     numa_nodes: {0: "0-47,96-143", 1: "48-95,144-191"}
     root_buses:                     # the generic nested form

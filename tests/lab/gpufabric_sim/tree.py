@@ -15,8 +15,9 @@
   ``sys/kernel/config/rdma_cm/``;
 * ``sys/kernel/iommu_groups/N/{type,devices/}``, ``sys/devices/system/node/nodeN/cpulist``;
 * NVIDIA driver (``/proc/driver/nvidia/version``, ``/sys/module/nvidia/{version,taint}``), Fabric
-  Manager process (``/proc/<pid>/comm``), nvidia-fs (``/proc/driver/nvidia-fs/*``,
-  ``/sys/module/nvidia_fs/parameters/rw_stats_enabled``);
+  Manager process (``/proc/<pid>/comm``), nvidia-fs (``/proc/driver/nvidia-fs/*`` with ``modules`` as the idle
+  driver shows it, ``/dev/nvidia-fs0..15``, ``/sys/module/nvidia_fs/parameters/rw_stats_enabled``, the storage
+  modules of ``nvidia_fs.modules`` loaded with their hook: see nvfs_proc.py);
 * ``proc/cmdline``, ``proc/sys/kernel/osrelease``, ``proc/sys/net`` (absolute link to the real
   ``/proc/sys/net``), ``etc/os-release``;
 * the boot loader as the OS installer leaves it, so that the next boot of an untouched node boots
@@ -43,6 +44,7 @@ import json
 import os
 import struct
 
+from gpufabric_sim import nvfs_proc
 from gpufabric_sim import topology as topomod
 from gpufabric_sim import bootloaders
 from gpufabric_sim.emulators import grub as grub_emu
@@ -625,9 +627,12 @@ class _Builder(object):
             patch = ver.split(".")[2] if ver.count(".") >= 2 else "0"
             base = self.p("proc/driver/nvidia-fs")
             _write(os.path.join(base, "version"), "version: %s\n" % mm, 0o444)
-            _write(os.path.join(base, "modules"),
-                   "".join("%s: %s\n" % (k, v) for k, v in sorted(nvfs["modules"].items())), 0o444)
-            _write(os.path.join(base, "devcount"), "%d\n" % len(self.gpus), 0o444)
+            # storage modules loaded at boot and how their nvidia-fs hook answers; listed only while a device is
+            # held open (nvfs_proc.py)
+            for name, hook in sorted(nvfs["modules"].items()):
+                nvfs_proc.load_module(self.root, name, hook if isinstance(hook, (bool, int)) else True)
+            nvfs_proc.install_driver(self.root)
+            _write(os.path.join(base, "devcount"), "%d\n" % nvfs_proc.DEVICES, 0o444)
             _write(os.path.join(base, "bridges"), "", 0o444)
             _write(os.path.join(base, "peer_affinity"), "", 0o444)
             _write(os.path.join(base, "stats"), nvfs_stats_text(

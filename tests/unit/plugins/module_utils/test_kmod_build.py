@@ -595,7 +595,8 @@ def test_prove_installed_problems(built, damage, needle):
     assert any(needle in p for p in proof["problems"]), proof["problems"]
 
 
-def boot(sysroot, kver, loaded, param=True, nvfs=None):
+def boot(sysroot, kver, loaded, param=True, nvfs=None, lifetime=None):
+    """``nvfs``: None (no nvidia-fs) or the storage modules' hooks {name: True | False | errno} (nvfs_kernel)."""
     sysroot.write_file_atomic("/proc/sys/kernel/osrelease", kver + "\n")
     for name, srcv in loaded.items():
         sysroot.makedirs("/sys/module/%s" % name)
@@ -604,26 +605,36 @@ def boot(sysroot, kver, loaded, param=True, nvfs=None):
     if param:
         sysroot.write_file_atomic("/sys/module/sunrpc/parameters/nfs_bundle_version", "4.0.35\n")
     if nvfs is not None:
-        sysroot.makedirs("/sys/module/nvidia_fs")
-        sysroot.write_file_atomic("/proc/driver/nvidia-fs/modules", nvfs)
+        lifetime.load_driver(sysroot.root, nvfs)
+
+
+HOOKED = {"rpcrdma": True}
+NOT_LISTED = "rpcrdma is not listed in /proc/driver/nvidia-fs/modules while /dev/nvidia-fs0 is held open"
 
 
 @pytest.mark.parametrize("kver,loaded,param,nvfs,mode,needle", [
-    (KVER, {"sunrpc": "S1", "rpcrdma": "R1"}, True, "rpcrdma: 4.0.35\nnvme: 1\n", "auto", None),
+    (KVER, {"sunrpc": "S1", "rpcrdma": "R1"}, True, {"rpcrdma": True, "nvme": True}, "auto", None),
     (KVER, {"sunrpc": "S1"}, True, None, "auto", None),
     (OTHER, {"sunrpc": "S1"}, True, None, "auto", "running kernel is %s" % OTHER),
     (KVER, {"sunrpc": "IN-TREE"}, True, None, "auto", "in-tree NFS stack is running"),
     (KVER, {"sunrpc": None}, True, None, "auto", "without a srcversion"),
     (KVER, {}, False, None, "auto", "sunrpc is not loaded"),
     (KVER, {"sunrpc": "S1"}, False, None, "auto", "nfs_bundle_version is missing"),
-    (KVER, {"sunrpc": "S1", "rpcrdma": "R1"}, True, "nvme: 1\n", "auto", "does not list rpcrdma"),
-    (KVER, {"sunrpc": "S1", "rpcrdma": "R1"}, True, "nvme: 1\n", "ignore", None),
+    # rpcrdma loaded without the hook (only nvme registers): named, with the symbol it lacks
+    (KVER, {"sunrpc": "S1", "rpcrdma": "R1"}, True, {"nvme": True}, "auto", NOT_LISTED + " (listed: nvme, wekafsio)"),
+    (KVER, {"sunrpc": "S1", "rpcrdma": "R1"}, True, {"rpcrdma": False}, "auto", "does not export "
+     "rpcrdma_register_nvfs_dma_ops"),
+    # exports the hook, but its registration is refused
+    (KVER, {"sunrpc": "S1", "rpcrdma": "R1"}, True, {"rpcrdma": -95}, "auto", NOT_LISTED),
+    # nvidia-fs loaded, rpcrdma not (no NFS over RDMA mount yet)
+    (KVER, {"sunrpc": "S1"}, True, {}, "auto", NOT_LISTED + " (listed: wekafsio)"),
+    (KVER, {"sunrpc": "S1", "rpcrdma": "R1"}, True, {"nvme": True}, "ignore", None),
     (KVER, {"sunrpc": "S1"}, True, None, "required", "nvidia-fs is not loaded"),
 ])
-def test_prove_running(built, kver, loaded, param, nvfs, mode, needle):
+def test_prove_running(built, nvfs_lifetime, kver, loaded, param, nvfs, mode, needle):
     man, cache, sysroot = built
     kb.install(FakeDepmod(sysroot.root), {"depmod": "depmod"}, sysroot, cache, man)
-    boot(sysroot, kver, loaded, param, nvfs)
+    boot(sysroot, kver, loaded, param, nvfs, nvfs_lifetime)
     proof = kb.prove_running(sysroot, KVER, nvidia_fs=mode)
     if needle is None:
         assert proof["proven"], proof["problems"]
@@ -631,6 +642,38 @@ def test_prove_running(built, kver, loaded, param, nvfs, mode, needle):
     else:
         assert not proof["proven"]
         assert any(needle in p for p in proof["problems"]), proof["problems"]
+    if nvfs is not None and mode != "ignore":
+        assert proof["nvidia_fs"]["device"] == "/dev/nvidia-fs0" and proof["nvidia_fs"]["held"] is True
+
+
+def test_prove_running_idle_node_reads_while_held(built, nvfs_lifetime):
+    """The healthy node is idle: its modules file lists no rpcrdma, yet the proof holds (it holds a device open)."""
+    man, cache, sysroot = built
+    kb.install(FakeDepmod(sysroot.root), {"depmod": "depmod"}, sysroot, cache, man)
+    boot(sysroot, KVER, {"sunrpc": "S1", "rpcrdma": "R1"}, nvfs=HOOKED, lifetime=nvfs_lifetime)
+    assert kb.parse_nvfs_modules(sysroot.read_raw("/proc/driver/nvidia-fs/modules")) == {"wekafsio": "1"}
+    proof = kb.prove_running(sysroot, KVER, require_loaded=["sunrpc", "rpcrdma"])
+    assert proof["proven"], proof["problems"]
+    assert proof["nvidia_fs"]["modules"] == {"wekafsio": "1", "rpcrdma": "(null)"}
+    assert kb.parse_nvfs_modules(sysroot.read_raw("/proc/driver/nvidia-fs/modules")) == {"wekafsio": "1"}, \
+        "the device is closed again: nvidia-fs unregistered rpcrdma"
+
+
+@pytest.mark.parametrize("damage,needle", [
+    ("no_devices", "no /dev/nvidia-fs<N> device exists to hold open"),
+    ("dangling", "/dev/nvidia-fs0 cannot be opened: No such file or directory"),
+])
+def test_prove_running_cannot_hold(built, nvfs_lifetime, damage, needle):
+    man, cache, sysroot = built
+    kb.install(FakeDepmod(sysroot.root), {"depmod": "depmod"}, sysroot, cache, man)
+    boot(sysroot, KVER, {"sunrpc": "S1", "rpcrdma": "R1"}, nvfs=HOOKED, lifetime=nvfs_lifetime)
+    for n in os.listdir(sysroot.path("/dev")):
+        os.unlink(sysroot.path("/dev/" + n))
+    if damage == "dangling":
+        os.symlink("nowhere", sysroot.path("/dev/nvidia-fs0"))
+    proof = kb.prove_running(sysroot, KVER)
+    assert not proof["proven"]
+    assert [p for p in proof["problems"] if needle in p and "whether nvidia-fs registers rpcrdma is unknown" in p]
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -11,6 +11,7 @@ import os
 
 import pytest
 
+from gpufabric_sim import nvfs_proc
 from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 
@@ -179,7 +180,7 @@ def test_load_cufile_json_rejects_garbage():
 # ------------------------------------------------------------------------------------------------ preconditions
 
 @pytest.fixture
-def node(tmp_path):
+def node(tmp_path, nvfs_lifetime):
     root = str(tmp_path / "root")
     sim_tree.build_tree(root, sim_topology.load("hgx-h200"))
     os.makedirs(os.path.join(root, "mnt/data"))
@@ -200,7 +201,7 @@ def healthy(root):
     """Turn the field-state simulated node into one where every precondition holds."""
     for g in os.listdir(os.path.join(root, "sys/kernel/iommu_groups")):
         put(root, "/sys/kernel/iommu_groups/%s/type" % g, "identity\n")
-    put(root, nvfs.MODULES, "rpcrdma: 4.0.35\n")
+    nvfs_proc.load_module(root, "rpcrdma", hook=True)  # the vendor client's rpcrdma registers while a device is open
     put(root, nvfs.BUNDLE_PARAM, "4.0.35\n")
     put(root, "/sys/module/rpcrdma/srcversion", "ABCDEF0123456789ABCDEF0\n")
     put(root, "/proc/self/mountinfo", MOUNTINFO)
@@ -238,14 +239,19 @@ PRE_CASES = [
     ("nvfs-missing", lambda r: (rm(r, nvfs.NVFS_PROC), rm(r, "/sys/module/nvidia_fs")), {},
      {"nvidia_fs_loaded": "fail", "nvidia_fs_stats": "fail", "nvidia_fs_storage_module": "fail"}),
     ("no-rw-param", lambda r: rm(r, nvfs.RW_STATS_PARAM), {}, {"nvidia_fs_stats": "fail"}),
-    ("rpcrdma-not-hooked", lambda r: put(r, nvfs.MODULES, "nvme: 1\n"), {}, {"nvidia_fs_storage_module": "fail"}),
-    ("other-storage-module", lambda r: put(r, nvfs.MODULES, "nvme: 1\n"), {"storage_module": "nvme"}, {}),
+    ("rpcrdma-lacks-hook", lambda r: nvfs_proc.load_module(r, "rpcrdma", hook=False), {},
+     {"nvidia_fs_storage_module": "fail"}),
+    ("rpcrdma-registration-refused", lambda r: nvfs_proc.load_module(r, "rpcrdma", hook=-95), {},
+     {"nvidia_fs_storage_module": "fail"}),
+    ("other-storage-module", lambda r: nvfs_proc.load_module(r, "nvme", hook=True), {"storage_module": "nvme"}, {}),
+    ("no-nvfs-device", lambda r: rm(r, "/dev"), {}, {"nvidia_fs_storage_module": "fail"}),
     ("iommu-translated", lambda r: [put(r, "/sys/kernel/iommu_groups/%s/type" % g, "DMA-FQ\n")
                                     for g in os.listdir(os.path.join(r, "sys/kernel/iommu_groups"))], {},
      {"iommu_mode": "fail"}),
     ("iommu-off", lambda r: rm(r, "/sys/kernel/iommu_groups"), {}, {}),
     ("in-tree-sunrpc", lambda r: rm(r, nvfs.BUNDLE_PARAM), {}, {"vendor_client_bundle": "fail"}),
-    ("rpcrdma-not-loaded", lambda r: rm(r, "/sys/module/rpcrdma"), {}, {"vendor_client_srcversion": "fail"}),
+    ("rpcrdma-not-loaded", lambda r: rm(r, "/sys/module/rpcrdma"), {},
+     {"vendor_client_srcversion": "fail", "nvidia_fs_storage_module": "fail"}),
     ("rpcrdma-builtin", lambda r: rm(r, "/sys/module/rpcrdma/srcversion"), {}, {"vendor_client_srcversion": "fail"}),
     ("srcversion-mismatch", lambda r: None, {"run": modinfo_runner("0000000000000000000000A")},
      {"vendor_client_srcversion": "fail"}),
@@ -277,6 +283,34 @@ def test_preconditions(node, name, mutate, kwargs, want_fail):
     assert got == want_fail
     for p in pcs:
         assert p["reason"] and p["ok"] is {"ok": True, "fail": False, "skip": None}[p["status"]]
+
+
+STORAGE_CASES = [
+    # (hook of rpcrdma, storage_module, ok, reason parts)
+    (True, "rpcrdma", True, ["rpcrdma is listed in /proc/driver/nvidia-fs/modules while /dev/nvidia-fs0 is held open "
+                             "(rpcrdma: (null))"]),
+    (False, "rpcrdma", False, ["rpcrdma is not listed", "while /dev/nvidia-fs0 is held open (listed: wekafsio)",
+                               "does not export rpcrdma_register_nvfs_dma_ops"]),
+    (-95, "rpcrdma", False, ["rpcrdma is not listed", "nvfs registration failed"]),
+    (True, "nvme", False, ["nvme is not listed", "(listed: rpcrdma, wekafsio)", "nvme_v1_register_nvfs_dma_ops"]),
+]
+
+
+@pytest.mark.parametrize("hook,module,ok,parts", STORAGE_CASES)
+def test_storage_module_read_while_held(node, hook, module, ok, parts):
+    """An idle node's modules file lists no storage module; the check holds /dev/nvidia-fs0 open while it reads."""
+    healthy(node)
+    nvfs_proc.load_module(node, "rpcrdma", hook=hook)
+    sr = Sysroot(node)
+    assert nvfs.parse_modules(sr.read_raw(nvfs.MODULES)) == {"wekafsio": "1"}, "idle: nothing registered"
+    pc = [p for p in nvfs.preconditions(sr, "/mnt/data", storage_module=module)
+          if p["name"] == "nvidia_fs_storage_module"][0]
+    assert pc["ok"] is ok
+    for part in parts:
+        assert part in pc["reason"]
+    assert pc["value"]["device"] == "/dev/nvidia-fs0" and pc["value"]["held"] is True
+    assert ("rpcrdma" in pc["value"]["listed"]) is (hook is True)
+    assert nvfs.parse_modules(sr.read_raw(nvfs.MODULES)) == {"wekafsio": "1"}, "closed again: unregistered"
 
 
 # ------------------------------------------------------------------------------------------------ verdict

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from gpufabric_sim import nvfs_proc
 from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 from modrunner import run_module
@@ -41,7 +42,7 @@ def read(root, path):
 
 
 @pytest.fixture
-def node(tmp_path, monkeypatch):
+def node(tmp_path, monkeypatch, nvfs_lifetime):
     root = str(tmp_path / "root")
     sim_tree.build_tree(root, sim_topology.load("hgx-h200"))
     os.makedirs(os.path.join(root, "mnt/data"))
@@ -90,8 +91,9 @@ def good_report(size):
             "file_check": chk, "gpu_check": chk, "data_matched": True}
 
 
-def hook_rpcrdma(root):
-    put(root, nvfs.MODULES, "rpcrdma: 4.0.35\n")
+def hook_rpcrdma(root, hook=True):
+    """The vendor client's rpcrdma loaded; with its nvidia-fs hook it registers while a device is held open."""
+    nvfs_proc.load_module(root, "rpcrdma", hook=hook)
     put(root, nvfs.STATS, sim_tree.nvfs_stats_text("2.22.3", "1.11.1.6", True))
 
 
@@ -108,6 +110,9 @@ def test_check_mode_preconditions_only(node, tmp_path, monkeypatch):
     assert {"iommu_mode", "nvidia_fs_storage_module", "vendor_client_bundle", "mount_proto_rdma"} <= failed
     assert set(d["object"] for d in res["drift"]) == failed
     assert all(d["concern"] == "gds" for d in res["drift"])
+    gds = res["concerns"]["gds"]
+    assert gds["status"] == "drift" and gds["items"] == res["drift"]
+    assert gds["reason"].startswith("check mode: %d precondition(s) fail: " % len(failed))
 
 
 def test_transfer_counted_and_rw_stats_restored(node, tmp_path, monkeypatch):
@@ -129,6 +134,10 @@ def test_transfer_counted_and_rw_stats_restored(node, tmp_path, monkeypatch):
     # preconditions still fail (IOMMU translated in the simulated field state): reported, verdict decided by data
     assert res["preconditions_ok"] is False
     assert [d["key"] for d in res["drift"]] == ["precondition"] * len(res["drift"])
+    assert res["concerns"] == {"gds": {"status": "ok", "items": [], "reason": "a 32 MiB test transfer with compat "
+                                       "mode off moved through nvidia-fs and its data matched"}}
+    storage = [p for p in res["preconditions"] if p["name"] == "nvidia_fs_storage_module"][0]
+    assert storage["status"] == "ok" and storage["value"]["listed"] == {"wekafsio": "1", "rpcrdma": "(null)"}
 
 
 def test_compat_fallback_is_not_active(node, tmp_path, monkeypatch):
@@ -140,6 +149,8 @@ def test_compat_fallback_is_not_active(node, tmp_path, monkeypatch):
     assert any("fell back to POSIX I/O" in r for r in res["reasons"])
     assert {"concern": "gds", "object": "/mnt/data", "key": "gds_active", "current": False,
             "desired": True} in res["drift"]
+    assert res["concerns"]["gds"]["status"] == "drift" and "fell back to POSIX I/O" in res["concerns"]["gds"]["reason"]
+    assert res["concerns"]["gds"]["items"] == res["drift"]
 
 
 def test_program_crash_restores_and_reports(node, tmp_path, monkeypatch):
@@ -162,6 +173,35 @@ def test_bad_input_fails(node, monkeypatch, args, msg):
     monkeypatch.setattr(gds_verify.AnsibleModule, "get_bin_path", lambda self, *a, **k: None)
     res = run_module(gds_verify, args, monkeypatch=monkeypatch)
     assert res.get("failed") and msg in res["msg"]
+    if "concerns" in res:  # the gdsio lookup fails before any check
+        assert res["concerns"]["gds"]["status"] == "error" and msg in res["concerns"]["gds"]["reason"]
+
+
+NOT_LISTED = ("rpcrdma is not listed in /proc/driver/nvidia-fs/modules while /dev/nvidia-fs0 is held open "
+              "(listed: wekafsio)")
+
+
+@pytest.mark.parametrize("hook,status,needle", [
+    (True, "not_checked", "check mode: every precondition holds, but no test transfer was made"),
+    (False, "drift", NOT_LISTED),     # the client's rpcrdma lacks the hook
+    (-95, "drift", NOT_LISTED),       # it has the hook, its registration is refused
+])
+def test_storage_module_on_idle_node(node, tmp_path, monkeypatch, hook, status, needle):
+    """A healthy node is idle: its modules file lists no rpcrdma, yet the check passes (it holds a device open);
+    an rpcrdma that does not register fails, named."""
+    for g in os.listdir(os.path.join(node, "sys/kernel/iommu_groups")):
+        put(node, "/sys/kernel/iommu_groups/%s/type" % g, "identity\n")
+    hook_rpcrdma(node, hook)
+    assert nvfs.parse_modules(read(node, nvfs.MODULES)) == {"wekafsio": "1"}
+    assert nvfs.parse_modules(nvfs.Sysroot(node).read_raw(nvfs.MODULES)) == {"wekafsio": "1"}, "idle"
+    res = run_module(gds_verify, {"path": "/mnt/data", "nfs_rdma": False}, check_mode=True, monkeypatch=monkeypatch)
+    pre = dict((p["name"], p) for p in res["preconditions"])
+    assert pre["nvidia_fs_storage_module"]["ok"] is (hook is True)
+    gds = res["concerns"]["gds"]
+    assert gds["status"] == status and needle in (gds["reason"] if hook is True else pre["nvidia_fs_storage_module"]
+                                                  ["reason"])
+    if hook is not True:
+        assert needle in gds["reason"] and [i["object"] for i in gds["items"]] == ["nvidia_fs_storage_module"]
 
 
 # ------------------------------------------------------------------------------------------------ H200 record replay

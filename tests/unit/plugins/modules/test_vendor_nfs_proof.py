@@ -57,14 +57,19 @@ def node(tmp_path, monkeypatch):
     return sysroot
 
 
-def booted(sysroot, kver=KVER, sunrpc="S1", param=True, nvfs=None):
+def booted(sysroot, kver=KVER, sunrpc="S1", param=True, nvfs=None, lifetime=None):
+    """``nvfs``: None (no nvidia-fs) or the storage modules' nvidia-fs hooks {name: True | False | errno}."""
     sysroot.write_file_atomic("/proc/sys/kernel/osrelease", kver + "\n")
     sysroot.write_file_atomic("/sys/module/sunrpc/srcversion", sunrpc + "\n")
     if param:
         sysroot.write_file_atomic("/sys/module/sunrpc/parameters/nfs_bundle_version", "4.0.35\n")
     if nvfs is not None:
-        sysroot.makedirs("/sys/module/nvidia_fs")
-        sysroot.write_file_atomic("/proc/driver/nvidia-fs/modules", nvfs)
+        lifetime.load_driver(sysroot.root, nvfs)
+        if "rpcrdma" in nvfs:
+            sysroot.write_file_atomic("/sys/module/rpcrdma/srcversion", "R1\n")
+
+
+NOT_LISTED = "rpcrdma is not listed in /proc/driver/nvidia-fs/modules while /dev/nvidia-fs0 is held open"
 
 
 @pytest.mark.parametrize("args,boot,proven,needle", [
@@ -76,31 +81,49 @@ def booted(sysroot, kver=KVER, sunrpc="S1", param=True, nvfs=None):
     ({"stage": "running"}, {"kver": "6.1.0-50-amd64"}, False, "running kernel is 6.1.0-50-amd64"),
     ({"stage": "running"}, {"sunrpc": "OTHER"}, False, "in-tree NFS stack is running"),
     ({"stage": "running"}, {"param": False}, False, "nfs_bundle_version is missing"),
-    ({"stage": "running"}, {"nvfs": "nvme: 1\n"}, False, "does not list rpcrdma"),
-    ({"stage": "running"}, {"nvfs": "rpcrdma: 4.0.35\n"}, True, None),
+    ({"stage": "running"}, {"nvfs": {"nvme": True}}, False, NOT_LISTED + " (listed: nvme, wekafsio)"),
+    # the vendor client's rpcrdma lacks the hook / its registration is refused: named
+    ({"stage": "running"}, {"nvfs": {"rpcrdma": False}}, False, NOT_LISTED + " (listed: wekafsio): the loaded "
+     "rpcrdma does not register with nvidia-fs (it does not export rpcrdma_register_nvfs_dma_ops"),
+    ({"stage": "running"}, {"nvfs": {"rpcrdma": -95}}, False, NOT_LISTED),
+    # healthy and idle: the file lists no rpcrdma until the proof holds a device open
+    ({"stage": "running", "require_loaded": ["sunrpc", "rpcrdma"]}, {"nvfs": {"rpcrdma": True}}, True, None),
+    ({"stage": "running", "nvidia_fs": "ignore"}, {"nvfs": {"rpcrdma": False}}, True, None),
     ({"stage": "running", "require_loaded": ["sunrpc", "rpcrdma"]}, {}, False, "rpcrdma is not loaded"),
 ])
 @pytest.mark.parametrize("fail_on_problems", [True, False])
-def test_proof(node, monkeypatch, args, boot, proven, needle, fail_on_problems):
+def test_proof(node, monkeypatch, nvfs_lifetime, args, boot, proven, needle, fail_on_problems):
     if boot is not None:
-        booted(node, **boot)
+        booted(node, lifetime=nvfs_lifetime, **boot)
+        if (boot.get("nvfs") or {}).get("rpcrdma") is True:
+            assert node.read_raw("/proc/driver/nvidia-fs/modules") == "wekafsio: 1\n", "the node is idle"
     full = dict({"kernel_release": KVER, "fail_on_problems": fail_on_problems}, **args)
     res = run_module(vendor_nfs_proof, full, check_mode=True, monkeypatch=monkeypatch)
     assert res["changed"] is False
     assert res["proven"] is proven
     assert bool(res.get("failed")) is (fail_on_problems and not proven)
+    vc = res["concerns"]["vendor_client"]
     if needle:
         assert any(needle in p for p in res["problems"]), res["problems"]
         if fail_on_problems:
             assert needle in res["msg"]
         assert res["drift"] and res["drift"][0]["concern"] == "vendor_nfs"
+        assert vc["status"] == "drift" and needle in vc["reason"]
+        assert [i["current"] for i in vc["items"]] == res["problems"]
+        assert set(i["concern"] for i in vc["items"]) == {"vendor_client"}
     else:
         assert res["problems"] == [] and res["drift"] == []
+        assert vc["status"] == "ok" and vc["items"] == [] and vc["reason"].startswith("the vendor NFS client is proven")
+    if (boot or {}).get("nvfs") and args.get("nvidia_fs") != "ignore":
+        assert res["nvidia_fs"]["device"] == "/dev/nvidia-fs0" and res["nvidia_fs"]["held"] is True
+        assert ("rpcrdma" in res["nvidia_fs"]["modules"]) is (boot["nvfs"].get("rpcrdma") is True)
 
 
 def test_bad_kernel_release(node, monkeypatch):
     res = run_module(vendor_nfs_proof, {"stage": "running", "kernel_release": "x"}, monkeypatch=monkeypatch)
     assert res["failed"] and "does not look like a kernel release" in res["msg"]
+    assert res["concerns"]["vendor_client"]["status"] == "error"
+    assert "does not look like a kernel release" in res["concerns"]["vendor_client"]["reason"]
 
 
 def with_other_module(sysroot, name, kver):
