@@ -29,7 +29,10 @@ the firmware default ``dscp >> 3``, as the simulator does). So when the plan mak
 it writes the whole table in one ``app add``: the wanted entries, every other DSCP at
 ``dscp >> 3`` (the firmware default) and, for DSCPs the plan must not leave in a lossless
 priority (or, with ``remove``, at all), the lowest lossy priority, deleted again by the
-following ``app del``. Either driver behaviour then reads back the same, known table.
+following ``app del``. Either driver behaviour then reads back the same, known table. A rail whose
+driver cannot be read and that has no apptrust is handled the same way (its trust follows the DSCP
+entries, as on mlx5). Not covered: an upstream mlx5 port put in DSCP trust outside gpufabric keeps
+unlisted firmware mappings that no ``dcb`` command shows.
 
 This file is private to the collection: no stable API is promised.
 """

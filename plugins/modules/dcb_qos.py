@@ -29,13 +29,13 @@ description:
   - "Settings that contradict each other fail before anything is touched, with a message naming both settings:
     I(trust=pcp) with DSCP entries; in DSCP trust, PFC on priority 0 (every DSCP without an entry lands there) and a PFC
     priority that no I(dscp_map) entry maps a DSCP to (only mapped DSCPs reach it, dcb_qos removes any other). The
-    filter M(gpufabric.node.desired_conflicts) checks the same rules across roles at the start of a play."
+    filter P(gpufabric.node.desired_conflicts#filter) checks the same rules across roles at the start of a play."
   - On mlx5 the port trusts DSCP as soon as it has a DSCP APP entry (the driver then lists all 64 DSCP entries,
     priority = DSCP >> 3 by default); C(dcb apptrust) is not supported by that driver. When the module switches an mlx5
     port from PCP to DSCP trust it writes the whole table in one C(dcb app add) (the wanted entries, every other DSCP
-    at DSCP >> 3, the firmware default) and deletes what must not stay in a lossless priority, because the firmware mapping of
-    the DSCPs nobody set cannot be read while the port trusts PCP, and upstream mlx5 lists only the entries added. Where the driver supports
-    C(dcb apptrust) (iproute2 6.2 or later), the module also sets the trust order.
+    at DSCP >> 3, the firmware default) and deletes what must not stay in a lossless priority, because the firmware
+    mapping of the DSCPs nobody set cannot be read while the port trusts PCP, and upstream mlx5 lists only the entries
+    added. Where the driver supports C(dcb apptrust) (iproute2 6.2 or later), the module also sets the trust order.
   - The module records the requested state in the C(dcb) section of C(/etc/gpufabric/state.json).
   - The DCB state is runtime state, lost at reboot and driver reload; the boot-time applier re-applies it with the
     same code.

@@ -50,8 +50,8 @@ options:
     description:
       - The DSCP the fabric's lossless class uses (C(dcb app ... dscp-prio)). When given and C(tos >> 2) differs,
         the module fails before anything is touched, naming both settings (C(roce_qos_tos)/I(tos) and
-        C(roce_qos_dscp)/I(expected_dscp)); the filter C(gpufabric.node.desired_conflicts) checks the same rule at the
-        start of a play, together with the DSCP map and PFC priorities of M(gpufabric.node.dcb_qos).
+        C(roce_qos_dscp)/I(expected_dscp)). The filter P(gpufabric.node.desired_conflicts#filter) checks the same
+        rule at the start of a play, together with the DSCP map and PFC priorities of M(gpufabric.node.dcb_qos).
     type: int
 attributes:
   check_mode:

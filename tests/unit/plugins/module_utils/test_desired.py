@@ -101,12 +101,15 @@ def test_contradictions(case):
     ({"expected_dscp": True}, ["roce_qos_dscp (rdma_cm_tos expected_dscp): True is not an integer 0..63"]),
     ({"dscp_map": [{"dscp": 64, "priority": 1}]},
      ["roce_qos_dscp_map (dcb_qos dscp_map): item 0 dscp 64 is out of range 0..63"]),
-    ({"dscp_map": m((26, 3), (26, 4))}, ["roce_qos_dscp_map (dcb_qos dscp_map): maps DSCP 26 to two priorities (3 and 4)"]),
-    ({"dscp_map": [{"dscp": 26}]}, ["roce_qos_dscp_map (dcb_qos dscp_map): item 0 is not {dscp, priority}: {'dscp': 26}"]),
+    ({"dscp_map": m((26, 3), (26, 4))},
+     ["roce_qos_dscp_map (dcb_qos dscp_map): maps DSCP 26 to two priorities (3 and 4)"]),
+    ({"dscp_map": [{"dscp": 26}]},
+     ["roce_qos_dscp_map (dcb_qos dscp_map): item 0 is not {dscp, priority}: {'dscp': 26}"]),
     ({"dscp_map": {"26": 3}}, ["roce_qos_dscp_map (dcb_qos dscp_map): is not a list of {dscp, priority} items"]),
     ({"pfc_priorities": [9]}, ["roce_qos_pfc_priorities (dcb_qos pfc_priorities): priority 9 is out of range 0..7"]),
     ({"trust": "vlan"}, ["roce_qos_trust (dcb_qos trust): 'vlan' is not dscp or pcp"]),
-    ({"ecn": "maybe"}, ["roce_qos_ecn (role only: the ECN bits of the default roce_qos_tos): 'maybe' is not a boolean"]),
+    ({"ecn": "maybe"},
+     ["roce_qos_ecn (role only: the ECN bits of the default roce_qos_tos): 'maybe' is not a boolean"]),
     ({"nccl_ib_tc": " 106 ", "tos": "106", "ecn": "yes"}, []),
 ])
 def test_unreadable(doc, messages):
