@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """DCB (DSCP trust, DSCP->priority APP map, PFC, ETS) of the RoCE rails through iproute2 ``dcb``.
 
+Reading (``dcb -j``, both JSON shapes) and applying are here; validation of the desired state and the
+per-rail plan (what is drift, which commands fix it) are in ``dcb_plan.py``, re-exported here.
+
 Plain Python, no Ansible imports: the ``dcb_qos`` module and the boot-time applier both call
 ``apply_dcb(run, rails, desired, check_mode)`` with a runner ``run(argv) -> (rc, out, err)``.
 
@@ -40,14 +43,14 @@ import tempfile
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
-DEFAULT_DSCP_MAP = [{"dscp": 26, "priority": 3}]
-DEFAULT_PFC_PRIORITIES = [3]
-TRUST_CHOICES = ("dscp", "pcp")
-TSA_CHOICES = ("strict", "cbs", "ets", "vendor")
+# Validation and planning live in dcb_plan.py (plain functions, no I/O); re-exported here.
+from ansible_collections.gpufabric.node.plugins.module_utils.dcb_plan import (  # noqa: F401
+    CONCERN, DEFAULT_DSCP_MAP, DEFAULT_OTHER_APP, DEFAULT_PFC_PRIORITIES, MLX5_DRIVERS, OTHER_APP_CHOICES,
+    OTHER_SELECTORS, TRUST_CHOICES, TSA_CHOICES, DcbValidationError, normalize_desired, plan_rail)
+from ansible_collections.gpufabric.node.plugins.module_utils.dcb_plan import dscp_value as _dscp_value
+
 MIN_DCB_APP_VERSION = (5, 12, 0)
 MIN_APPTRUST_VERSION = (6, 2, 0)
-MLX5_DRIVERS = ("mlx5_core",)
-CONCERN = "dcb"
 
 
 class DcbError(Exception):
@@ -58,133 +61,9 @@ class DcbToolError(DcbError):
     """dcb is missing, cannot be run or is too old: nothing can be read or applied on any rail."""
 
 
-class DcbValidationError(ValueError):
-    """The requested configuration is invalid; raised before anything is touched."""
-
-
 # ----------------------------------------------------------------------------------------------
-# input validation
+# input validation (rails; the desired state: dcb_plan.normalize_desired)
 # ----------------------------------------------------------------------------------------------
-
-def _as_int(value, what):
-    if isinstance(value, bool):
-        raise DcbValidationError("%s must be an integer, not %r" % (what, value))
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise DcbValidationError("%s must be an integer, not %r" % (what, value))
-
-
-def _check_dscp_map(dscp_map):
-    """List of {dscp, priority} -> dict dscp -> priority."""
-    if dscp_map is None:
-        return None
-    if isinstance(dscp_map, dict):
-        raise DcbValidationError("dscp_map must be a list of {dscp, priority} items")
-    out = {}
-    for i, item in enumerate(dscp_map):
-        if not isinstance(item, dict) or set(item) != {"dscp", "priority"}:
-            raise DcbValidationError(
-                "dscp_map item %d must have exactly the keys dscp and priority, got %r" % (i, item))
-        dscp = _as_int(item["dscp"], "dscp_map item %d dscp" % i)
-        prio = _as_int(item["priority"], "dscp_map item %d priority" % i)
-        if not 0 <= dscp <= 63:
-            raise DcbValidationError("DSCP %d is out of range: DSCP values are 0..63" % dscp)
-        if not 0 <= prio <= 7:
-            raise DcbValidationError(
-                "priority %d for DSCP %d is out of range: priorities are 0..7" % (prio, dscp))
-        if dscp in out and out[dscp] != prio:
-            raise DcbValidationError(
-                "DSCP %d is mapped to two priorities (%d and %d): a DSCP can carry one priority"
-                % (dscp, out[dscp], prio))
-        out[dscp] = prio
-    return out
-
-
-def _check_pfc(pfc_priorities):
-    if pfc_priorities is None:
-        pfc_priorities = DEFAULT_PFC_PRIORITIES
-    out = []
-    for p in pfc_priorities:
-        p = _as_int(p, "pfc_priorities item")
-        if not 0 <= p <= 7:
-            raise DcbValidationError("PFC priority %d is out of range: priorities are 0..7" % p)
-        if p in out:
-            raise DcbValidationError("pfc_priorities lists priority %d twice" % p)
-        out.append(p)
-    return sorted(out)
-
-
-def _check_ets(ets):
-    if ets is None:
-        return None
-    if not isinstance(ets, dict):
-        raise DcbValidationError("ets must be a dict with tc_tsa, tc_bw and prio_tc")
-    unknown = set(ets) - {"tc_tsa", "tc_bw", "prio_tc"}
-    missing = {"tc_tsa", "tc_bw", "prio_tc"} - set(ets)
-    if unknown:
-        raise DcbValidationError("ets has unknown keys: %s" % ", ".join(sorted(unknown)))
-    if missing:
-        raise DcbValidationError("ets needs tc_tsa, tc_bw and prio_tc; missing: %s"
-                                 % ", ".join(sorted(missing)))
-    out = {}
-    for key in ("tc_tsa", "tc_bw", "prio_tc"):
-        v = ets[key]
-        if not isinstance(v, (list, tuple)) or len(v) != 8:
-            raise DcbValidationError("ets.%s must list 8 values (one per traffic class or "
-                                     "priority), got %r" % (key, v))
-    tsa = [str(t) for t in ets["tc_tsa"]]
-    for t in tsa:
-        if t not in TSA_CHOICES:
-            raise DcbValidationError("ets.tc_tsa value %r is not one of %s"
-                                     % (t, ", ".join(TSA_CHOICES)))
-    bw = [_as_int(b, "ets.tc_bw item") for b in ets["tc_bw"]]
-    for tc, b in enumerate(bw):
-        if not 0 <= b <= 100:
-            raise DcbValidationError("ets.tc_bw for TC %d is %d%%: percentages are 0..100" % (tc, b))
-    total = sum(bw)
-    if "ets" in tsa and total != 100:
-        raise DcbValidationError("ets.tc_bw sums to %d%%; the bandwidths must sum to 100" % total)
-    if "ets" not in tsa and total not in (0, 100):
-        raise DcbValidationError("ets.tc_bw sums to %d%%; with no ETS traffic class the "
-                                 "bandwidths must sum to 0 or 100" % total)
-    prio_tc = [_as_int(p, "ets.prio_tc item") for p in ets["prio_tc"]]
-    for p, tc in enumerate(prio_tc):
-        if not 0 <= tc <= 7:
-            raise DcbValidationError("ets.prio_tc maps priority %d to TC %d: TCs are 0..7" % (p, tc))
-    out.update(tc_tsa=tsa, tc_bw=bw, prio_tc=prio_tc)
-    return out
-
-
-def normalize_desired(desired):
-    """Validate the desired configuration (option-shaped, JSON-friendly) and normalise it.
-
-    ``desired``: {"dscp_map": [{"dscp", "priority"}] or None, "pfc_priorities": [int] or None,
-    "trust": "dscp"|"pcp", "ets": dict or None}. Missing keys take the defaults. Returns
-    {"dscp_map": {dscp: prio}, "pfc": [sorted prios], "trust": str, "ets": dict or None}.
-    """
-    if desired is None:
-        desired = {}
-    if not isinstance(desired, dict):
-        raise DcbValidationError("desired DCB configuration must be a dict")
-    unknown = set(desired) - {"dscp_map", "pfc_priorities", "trust", "ets"}
-    if unknown:
-        raise DcbValidationError("unknown DCB settings: %s" % ", ".join(sorted(unknown)))
-    trust = desired.get("trust") or "dscp"
-    if trust not in TRUST_CHOICES:
-        raise DcbValidationError("trust must be one of %s, not %r" % (", ".join(TRUST_CHOICES), trust))
-    dscp_map = _check_dscp_map(desired.get("dscp_map"))
-    if dscp_map is None:
-        dscp_map = _check_dscp_map(DEFAULT_DSCP_MAP) if trust == "dscp" else {}
-    if trust == "dscp" and not dscp_map:
-        raise DcbValidationError("trust dscp needs at least one dscp_map entry (on mlx5 the "
-                                 "DSCP entries are what switches the port to DSCP trust)")
-    if trust == "pcp" and dscp_map:
-        raise DcbValidationError("trust pcp cannot be combined with dscp_map entries: PCP trust "
-                                 "means the port ignores DSCP; give an empty dscp_map")
-    return {"dscp_map": dscp_map, "pfc": _check_pfc(desired.get("pfc_priorities")),
-            "trust": trust, "ets": _check_ets(desired.get("ets"))}
-
 
 def validate_rails(sysroot, rails):
     """Rails are netdev names that must exist in /sys/class/net."""
@@ -246,17 +125,36 @@ def _entries(data, key, what):
 
 
 def parse_app(text):
-    """``dcb -j app show dev X`` -> {"dscp": {dscp: [prios]}, "pcp": {pcp: [prios]}, "count"}."""
+    """``dcb -j app show dev X`` -> {"dscp": {dscp: [prios]}, "pcp": {pcp: [prios]}, "count",
+    "other": {key: {pid: [prios]}}}.
+
+    ``other`` holds the non-DSCP selectors by their JSON key (``ethtype_prio``, ``default_prio``,
+    ``stream_port_prio``, ``dgram_port_prio``, ``port_prio``, ``pcp_prio``); ``default_prio`` is
+    a plain list of priorities in the JSON and is keyed by pid None. ``count`` counts DSCP entries.
+    """
     data = _loads(text, "dcb app show")
     dscp = {}
     for pid, prio in _entries(data, "dscp_prio", "dcb app show"):
         dscp.setdefault(int(pid), []).append(prio)
-    pcp = {}
-    for pid, prio in _entries(data, "pcp_prio", "dcb app show"):
-        pcp.setdefault(str(pid), []).append(prio)
+    other = {}
+    for key, _word in OTHER_SELECTORS:
+        table = {}
+        if key == "default_prio":
+            for prio in data.get(key, []) or []:
+                if isinstance(prio, bool) or not isinstance(prio, int):
+                    raise DcbError("unexpected default_prio entry %r in dcb app show" % (prio,))
+                table.setdefault(None, []).append(prio)
+        else:
+            for pid, prio in _entries(data, key, "dcb app show"):
+                table.setdefault(str(pid) if key == "pcp_prio" else int(pid), []).append(prio)
+        for v in table.values():
+            v.sort()
+        if table:
+            other[key] = table
     for v in dscp.values():
         v.sort()
-    return {"dscp": dscp, "pcp": pcp, "count": sum(len(v) for v in dscp.values())}
+    return {"dscp": dscp, "pcp": dict(other.get("pcp_prio", {})), "other": other,
+            "count": sum(len(v) for v in dscp.values())}
 
 
 def parse_pfc(text):
@@ -453,69 +351,6 @@ def read_rails(run, rails_objects, need_version):
                 parsed[obj] = _query(run, ["dcb", "-j", obj, "show", "dev", dev])
         states[netdev] = _rail_state(parsed)
     return states
-
-
-def _ets_matches(cur, want):
-    if cur is None:
-        return False
-    if cur["tc_tsa"] != want["tc_tsa"] or cur["prio_tc"] != want["prio_tc"]:
-        return False
-    # Drivers report non-ETS classes' bandwidth differently (mlx5: 100%): compare ETS ones.
-    return all(cur["tc_bw"][tc] == want["tc_bw"][tc]
-               for tc in range(8) if want["tc_tsa"][tc] == "ets")
-
-
-def _dscp_value(prios):
-    if not prios:
-        return None
-    return prios[0] if len(prios) == 1 else list(prios)
-
-
-def plan_rail(netdev, current, desired, driver=None, apptrust=False):
-    """Return (commands, drift) for one rail; commands are argv lists, minimal and ordered."""
-    cmds = []
-    drift = []
-
-    def add_drift(key, cur, want):
-        drift.append({"concern": CONCERN, "object": netdev, "key": key,
-                      "current": cur, "desired": want})
-
-    app = current["app"]
-    if current["trust"] != desired["trust"]:
-        add_drift("trust", current["trust"], desired["trust"])
-    entries = []
-    remap = False
-    for dscp in sorted(desired["dscp_map"]):
-        prio = desired["dscp_map"][dscp]
-        cur = app["dscp"].get(dscp, [])
-        if cur != [prio]:
-            add_drift("dscp_prio:%d" % dscp, _dscp_value(cur), prio)
-            entries.append("%d:%d" % (dscp, prio))
-            if cur:
-                remap = True
-    if entries:
-        # mlx5 keeps one priority per DSCP (add replaces in hardware); the generic dcbnl table
-        # keeps every (dscp, prio) pair, so a remap there needs "replace".
-        verb = "add" if (driver in MLX5_DRIVERS or not remap) else "replace"
-        cmds.append(["dcb", "app", verb, "dev", netdev, "dscp-prio"] + entries)
-    if desired["trust"] == "pcp" and app["dscp"]:
-        cmds.append(["dcb", "app", "flush", "dev", netdev, "dscp-prio"])
-    if apptrust and current["trust"] != desired["trust"]:
-        cmds.append(["dcb", "apptrust", "set", "dev", netdev, "order", desired["trust"]])
-    if current["pfc"]["enabled"] != desired["pfc"]:
-        add_drift("pfc", current["pfc"]["enabled"], desired["pfc"])
-        cmds.append(["dcb", "pfc", "set", "dev", netdev, "prio-pfc", "all:off"]
-                    + ["%d:on" % p for p in desired["pfc"]])
-    want_ets = desired.get("ets")
-    if want_ets is not None and not _ets_matches(current.get("ets"), want_ets):
-        cur = current.get("ets")
-        add_drift("ets", None if cur is None else {k: cur[k] for k in ("tc_tsa", "tc_bw", "prio_tc")},
-                  want_ets)
-        cmds.append(["dcb", "ets", "set", "dev", netdev]
-                    + ["tc-tsa"] + ["%d:%s" % (tc, t) for tc, t in enumerate(want_ets["tc_tsa"])]
-                    + ["tc-bw"] + ["%d:%d" % (tc, b) for tc, b in enumerate(want_ets["tc_bw"])]
-                    + ["prio-tc"] + ["%d:%d" % (p, tc) for p, tc in enumerate(want_ets["prio_tc"])])
-    return cmds, drift
 
 
 def summarize(current, desired):

@@ -20,10 +20,22 @@ description:
   - C(dcb -V) runs only when a rail's driver is not mlx5 (the C(dcb apptrust) probe needs the version) or when the
     batch read fails (to report a missing or too old iproute2 as such).
   - C(dcb pfc set) is never run on a rail whose enabled PFC priorities already equal I(pfc_priorities), because on mlx5
-    a change of the PFC enable mask toggles the port link.
+    a change of the PFC enable mask toggles the port link. PFC on a priority I(pfc_priorities) does not list is drift
+    (the priority should be lossy), fixed by that one C(pfc set) to exactly I(pfc_priorities).
+  - The priorities in I(pfc_priorities) are the lossless priorities. A DSCP that I(dscp_map) does not name but the rail
+    maps into a lossless priority (DSCP 10 on priority 3 when only 26 -> 3 is wanted; traffic nobody marked lossless
+    would land in the PFC class) is always drift, one item per DSCP, removed with C(dcb app del dev X dscp-prio 10:3);
+    mlx5 then maps that DSCP to priority 0. What happens to the other APP entries is I(other_app_entries).
+  - "Settings that contradict each other fail before anything is touched, with a message naming both settings:
+    I(trust=pcp) with DSCP entries; in DSCP trust, PFC on priority 0 (every DSCP without an entry lands there) and a PFC
+    priority that no I(dscp_map) entry maps a DSCP to (only mapped DSCPs reach it, dcb_qos removes any other). The
+    filter P(gpufabric.node.desired_conflicts#filter) checks the same rules across roles at the start of a play."
   - On mlx5 the port trusts DSCP as soon as it has a DSCP APP entry (the driver then lists all 64 DSCP entries,
-    priority = DSCP >> 3 by default); C(dcb apptrust) is not supported by that driver. Where the driver supports
-    C(dcb apptrust) (iproute2 6.2 or later), the module also sets the trust order.
+    priority = DSCP >> 3 by default); C(dcb apptrust) is not supported by that driver. When the module switches an mlx5
+    port from PCP to DSCP trust it writes the whole table in one C(dcb app add) (the wanted entries, every other DSCP
+    at DSCP >> 3, the firmware default) and deletes what must not stay in a lossless priority, because the firmware
+    mapping of the DSCPs nobody set cannot be read while the port trusts PCP, and upstream mlx5 lists only the entries
+    added. Where the driver supports C(dcb apptrust) (iproute2 6.2 or later), the module also sets the trust order.
   - Each rail is configured on its own. When a rail cannot be read, a command fails on it or it does not read back
     as requested, the module goes on with the other rails and fails at the end with a message naming every failed
     rail; RV(changed) then says whether any rail was changed and RV(results) what happened to each.
@@ -43,7 +55,9 @@ options:
     required: true
   dscp_map:
     description:
-      - DSCP to priority entries. A DSCP can appear once. DSCP entries the list does not name are left as they are.
+      - DSCP to priority entries. A DSCP can appear once.
+      - DSCP entries the list does not name are removed when they map into a priority of I(pfc_priorities) (always),
+        and otherwise kept or removed as I(other_app_entries) says.
       - Defaults to DSCP 26 on priority 3 when I(trust=dscp) and to no entries when I(trust=pcp).
     type: list
     elements: dict
@@ -61,6 +75,18 @@ options:
     type: list
     elements: int
     default: [3]
+  other_app_entries:
+    description:
+      - What to do with the APP entries I(dscp_map) does not name, other than DSCPs mapped into a lossless priority
+        (a priority of I(pfc_priorities)), which are always drift and removed.
+      - C(keep) leaves DSCPs mapped to lossy priorities and the entries of the other selectors (ethtype, default,
+        stream/dgram port, pcp) alone; they do not classify traffic into the PFC class. With I(trust=dscp) a driver
+        with C(dcb apptrust) is set to trust only DSCP, so the other selectors do not classify at all.
+      - C(remove) makes the APP table exactly I(dscp_map) (C(dcb app del) of every other entry, one drift item each).
+        mlx5 accepts DSCP entries only, and maps a deleted DSCP to priority 0.
+    type: str
+    choices: [keep, remove]
+    default: keep
   trust:
     description:
       - C(dscp) classifies by the DSCP of the IP header (RoCE v2), C(pcp) by the VLAN tag.
@@ -103,6 +129,11 @@ attributes:
     details: Linux with DCB-capable NICs (mlx5) and iproute2 C(dcb).
 notes:
   - Runs C(dcb) from C(PATH) with C(LC_ALL=C).
+  - I(other_app_entries) is not yet recorded in C(/etc/gpufabric/state.json), so the boot-time applier re-applies with
+    C(keep); a rebooted mlx5 port then keeps the firmware-default entries of lossy priorities until the next run of
+    this module with C(remove).
+  - On upstream mlx5, a port switched to DSCP trust outside this module keeps firmware mappings for DSCPs it does not
+    list, which C(dcb) cannot read; the module sees (and fixes) only listed entries there.
 seealso:
   - name: dcb-app(8)
     description: iproute2 dcb app manual page.
@@ -119,6 +150,11 @@ EXAMPLES = r"""
     rails: [ens1np0, ens2np0]
   check_mode: true
   register: dcb_state
+
+- name: The APP table holds exactly the map (no other DSCP or selector entries)
+  gpufabric.node.dcb_qos:
+    rails: "{{ rail_netdevs }}"
+    other_app_entries: remove
 
 - name: DSCP 26 and 48 with ETS 50/50 between TC 0 and TC 3
   gpufabric.node.dcb_qos:
@@ -218,13 +254,20 @@ concerns:
   type: dict
   sample: {"dcb": {"status": "ok", "reason": "corrected 2 item(s)", "items": [], "corrected": true}}
 drift:
-  description: Deviations found before applying, one per rail and key (trust, dscp_prio:<dscp>, pfc, ets).
+  description:
+    - Deviations found before applying, one per rail and key (trust, dscp_prio:<dscp>, pfc, ets; with
+      I(other_app_entries=remove) also <selector>_prio:<pid> such as ethtype_prio:0x8915, port_prio:4791, pcp_prio:3nd
+      and default_prio).
+    - An extra DSCP in a lossless priority has C(desired) null (no entry), or the priorities it keeps on a generic
+      driver that lists several for one DSCP.
   returned: always
   type: list
   elements: dict
   sample:
     - {concern: dcb, object: ens1np0, key: "dscp_prio:26", current: null, desired: 3}
     - {concern: dcb, object: ens1np0, key: pfc, current: [], desired: [3]}
+    - {concern: dcb, object: ens2np0, key: "dscp_prio:10", current: 3, desired: null}
+    - {concern: dcb, object: ens2np0, key: pfc, current: [3, 4], desired: [3]}
 dcb_version:
   description:
     - iproute2 version of the dcb binary, when it was queried (C(dcb -V)); null when no rail needed it (all rails
@@ -238,6 +281,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import dcb
+from ansible_collections.gpufabric.node.plugins.module_utils import desired as desired_state
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
@@ -260,6 +304,7 @@ def main():
             )),
             pfc_priorities=dict(type="list", elements="int", default=[3]),
             trust=dict(type="str", choices=["dscp", "pcp"], default="dscp"),
+            other_app_entries=dict(type="str", choices=list(dcb.OTHER_APP_CHOICES), default=dcb.DEFAULT_OTHER_APP),
             ets=dict(type="dict", options=dict(
                 tc_tsa=dict(type="list", elements="str", required=True),
                 tc_bw=dict(type="list", elements="int", required=True),
@@ -271,9 +316,18 @@ def main():
     p = module.params
     desired = {"dscp_map": p["dscp_map"], "pfc_priorities": p["pfc_priorities"],
                "trust": p["trust"], "ets": p["ets"]}
+    # other_app_entries goes to apply_dcb; the recorded state (state.py) does not hold it yet
+    want = dict(desired, other_app_entries=p["other_app_entries"])
+    conflicts = desired_state.contradictions(
+        {"trust": p["trust"], "pfc_priorities": p["pfc_priorities"],
+         "dscp_map": p["dscp_map"] if p["dscp_map"] is not None else
+         (dcb.DEFAULT_DSCP_MAP if p["trust"] == "dscp" else [])})
+    if conflicts:
+        msg = "; ".join(conflicts)
+        module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg)})
     sysroot = Sysroot()
     try:
-        dcb.normalize_desired(desired)
+        dcb.normalize_desired(want)
         dcb.validate_rails(sysroot, p["rails"])
     except dcb.DcbValidationError as e:
         module.fail_json(msg=str(e), concerns={"dcb": concerns.error("dcb", str(e))})
@@ -284,7 +338,7 @@ def main():
         module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg)})
 
     try:
-        res = dcb.apply_dcb(make_runner(module, binary), p["rails"], desired, module.check_mode,
+        res = dcb.apply_dcb(make_runner(module, binary), p["rails"], want, module.check_mode,
                             sysroot=sysroot)
     except dcb.DcbValidationError as e:
         module.fail_json(msg=str(e), concerns={"dcb": concerns.error("dcb", str(e))})

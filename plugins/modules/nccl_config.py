@@ -44,6 +44,15 @@ options:
   fifo_tc:
     description: C(NCCL_IB_FIFO_TC), the ToS of NCCL's small FIFO control messages (0..255). Not written when omitted.
     type: int
+  expected_tos:
+    description:
+      - The rdma_cm default ToS of the rails (M(gpufabric.node.rdma_cm_tos) I(tos), C(roce_qos_tos)), 0..255. When
+        given, I(tc) must agree with it, or the module fails before anything is touched.
+      - C(NCCL_IB_TC) is the full traffic class byte (DSCP << 2 | ECN). A different DSCP (C(tc >> 2)) puts NCCL and
+        RDMA CM traffic in different classes; the same DSCP with different ECN bits (104 against 106) is the same
+        priority, but only the ECN-capable traffic can be ECN-marked for congestion control (DCQCN). Both fail.
+      - Not written to the file.
+    type: int
   socket_ifname:
     description: C(NCCL_SOCKET_IFNAME) (bootstrap/socket interface selection, NCCL syntax). Not written when omitted.
     type: str
@@ -118,6 +127,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import desired
 from ansible_collections.gpufabric.node.plugins.module_utils import nccl
 from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
 
@@ -130,12 +140,19 @@ def main():
             tc=dict(type="int", default=nccl.DEFAULT_TC),
             gid_index=dict(type="int"),
             fifo_tc=dict(type="int"),
+            expected_tos=dict(type="int"),
             socket_ifname=dict(type="str"),
             extra_vars=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
     p = module.params
+    # tc's own range is checked by nccl.desired_vars below
+    problems = desired.unreadable({"tos": p["expected_tos"]}) + desired.contradictions(
+        {"nccl_ib_tc": p["tc"], "tos": p["expected_tos"]})
+    if problems:
+        msg = "; ".join(problems)
+        module.fail_json(msg=msg, concerns={"nccl": concerns.error("nccl", msg)})
     sysroot = Sysroot()
     try:
         found = rdma_cm.rail_devices(sysroot, p["rails"], with_gid_index=True)

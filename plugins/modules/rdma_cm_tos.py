@@ -53,7 +53,9 @@ options:
   expected_dscp:
     description:
       - The DSCP the fabric's lossless class uses (C(dcb app ... dscp-prio)). When given and C(tos >> 2) differs,
-        the module warns.
+        the module fails before anything is touched, naming both settings (C(roce_qos_tos)/I(tos) and
+        C(roce_qos_dscp)/I(expected_dscp)). The filter P(gpufabric.node.desired_conflicts#filter) checks the same
+        rule at the start of a play, together with the DSCP map and PFC priorities of M(gpufabric.node.dcb_qos).
     type: int
 attributes:
   check_mode:
@@ -161,6 +163,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import desired
 from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
@@ -199,6 +202,9 @@ def main():
     try:
         tos = rdma_cm.validate_tos(p["tos"])
         expected = rdma_cm.validate_dscp(p["expected_dscp"]) if p["expected_dscp"] is not None else None
+        conflicts = desired.contradictions({"tos": tos, "expected_dscp": expected})
+        if conflicts:
+            raise ValueError("; ".join(conflicts))
         if p["rails"] is not None:
             pairs = []
             for rail, ibdev, port in rdma_cm.rail_devices(sysroot, p["rails"]):

@@ -73,6 +73,38 @@ def test_mlx5_app_sequences(node, case):
         assert all(table[d] == d >> 3 for d in range(64) if d != 26) or _id == "all-keyword"
 
 
+# upstream mlx5e_dcbnl_ieee_setapp: the trust switch lists only the entry added; the firmware keeps the rest
+UPSTREAM = [
+    ("first-entry-only", ["app add dev %s dscp-prio 26:3" % DEV], dict(trust="dscp", listed={26: 3}, hw24=3)),
+    ("hidden-entry-cannot-be-deleted", ["app add dev %s dscp-prio 26:3" % DEV, "app del dev %s dscp-prio 24:3" % DEV],
+     dict(trust="dscp", listed={26: 3}, hw24=3, fails=1)),
+    ("explicit-entry-listed", ["app add dev %s dscp-prio 26:3 24:0" % DEV],
+     dict(trust="dscp", listed={26: 3, 24: 0}, hw24=0)),
+    ("flush-keeps-firmware-table", ["app add dev %s dscp-prio 26:3" % DEV, "app flush dev %s dscp-prio" % DEV,
+                                    "app add dev %s dscp-prio 10:1" % DEV],
+     dict(trust="dscp", listed={10: 1}, hw24=3)),
+]
+
+
+@pytest.mark.parametrize("case", UPSTREAM, ids=[c[0] for c in UPSTREAM])
+def test_mlx5_upstream_setapp(tmp_path, case):
+    _id, cmds, exp = case
+    root = str(tmp_path)
+    dcb.init_node(root, "6.5.0")
+    dcb.init_device(root, DEV, first_app_lists_table=False)
+    failed = 0
+    for c in cmds:
+        rc, _out, err = sh(root, c)
+        failed += rc != 0
+        assert rc == 0 or err == "Attribute write: No such file or directory\n", err
+    st = dcb.state(root, DEV)
+    assert failed == exp.get("fails", 0)
+    assert st["trust"] == exp["trust"] and dscp_table(root) == exp["listed"]
+    assert dcb.dscp_priority(st, 24) == exp["hw24"]
+    dcb.reset_device(root, DEV)
+    assert dcb.state(root, DEV)["first_app_lists_table"] is False
+
+
 @pytest.mark.parametrize("version,entry", [("6.1.0", [26, 3]), ("6.5.0", [26, 3, " "])])
 def test_json_shapes(node, version, entry):
     root = node(version)

@@ -18,7 +18,11 @@ It models dcbnl plus the driver's callbacks:
 
 * ``mlx5_core``: boots in PCP trust with an empty APP table. The first DSCP APP entry switches
   the port to DSCP trust and the driver then lists all 64 DSCP entries of its hardware
-  ``dscp2prio`` table (default ``prio = dscp >> 3``) with the requested override. One priority
+  ``dscp2prio`` table (default ``prio = dscp >> 3``) with the requested override: what driver
+  init in DSCP trust and ``mlnx_qos --trust dscp`` produce. ``init_device(...,
+  first_app_lists_table=False)`` models upstream ``mlx5e_dcbnl_ieee_setapp`` instead: the switch
+  lists only the entry added, and every other DSCP keeps its (unlisted) ``dscp2prio`` priority,
+  which the hardware still applies (:func:`dscp_priority`). One priority
   per DSCP (adding another priority for a DSCP replaces it). Deleting an entry resets that DSCP
   to priority 0 in hardware and drops it from the list; deleting the last one returns to PCP
   trust. Only DSCP APP entries are accepted (others: EINVAL). No apptrust callbacks (show:
@@ -175,11 +179,15 @@ def _fresh_counters():
             "app_del_calls": 0, "ets_set_calls": 0, "apptrust_set_calls": 0, "resets": 0}
 
 
-def init_device(root, netdev, driver="mlx5_core"):
-    """Create the DCB state of a netdev as the driver has it right after boot."""
+def init_device(root, netdev, driver="mlx5_core", first_app_lists_table=True):
+    """Create the DCB state of a netdev as the driver has it right after boot.
+
+    ``first_app_lists_table`` (mlx5 only): whether the PCP -> DSCP trust switch lists the whole
+    hardware table (True) or only the entry added (False, upstream setapp)."""
     if driver not in DRIVERS:
         raise ValueError("driver must be one of %s" % ", ".join(DRIVERS))
-    st = {"netdev": netdev, "driver": driver, "counters": _fresh_counters()}
+    st = {"netdev": netdev, "driver": driver, "counters": _fresh_counters(),
+          "first_app_lists_table": bool(first_app_lists_table)}
     st.update(_fresh_config(driver))
     _write_json(_dev_path(root, netdev), st)
     ensure_lock(_lock_path(root))
@@ -236,6 +244,13 @@ def fault_errno(root, netdev, obj):
     """The errno a write of ``obj`` on ``netdev`` fails with (0: none injected)."""
     name = (_read_json(_fault_path(root, netdev), {}) or {}).get(obj)
     return getattr(errno, name, errno.EIO) if name else 0
+
+
+def write_state(root, netdev, st):
+    """Replace the device's emulated state with ``st`` (a dict of :func:`state`'s shape): tests set up
+    states that would take long command sequences (hidden mlx5 dscp2prio values, other selectors)."""
+    _write_json(_dev_path(root, netdev), st)
+    ensure_lock(_lock_path(root))
 
 
 def dscp_priority(st, dscp):
@@ -604,10 +619,11 @@ class _Kernel(object):
         if sel != SEL_DSCP or proto >= 64:
             return errno.EINVAL
         if not self._dscp_entries():
-            # PCP -> DSCP trust; the driver lists its whole dscp2prio table.
+            # PCP -> DSCP trust; the driver lists its whole dscp2prio table (upstream setapp: only this entry).
             st["trust"] = "dscp"
             st["apps"] = [a for a in st["apps"] if a[0] != SEL_DSCP]
-            st["apps"].extend([SEL_DSCP, d, st["dscp2prio"][d]] for d in range(64))
+            if st.get("first_app_lists_table", True):
+                st["apps"].extend([SEL_DSCP, d, st["dscp2prio"][d]] for d in range(64))
         st["dscp2prio"][proto] = prio
         st["apps"] = [a for a in st["apps"] if not (a[0] == SEL_DSCP and a[1] == proto)]
         st["apps"].append([SEL_DSCP, proto, prio])

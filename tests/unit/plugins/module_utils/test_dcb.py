@@ -133,11 +133,12 @@ def test_normalize_desired_errors(desired, needle):
 
 
 @pytest.mark.parametrize("desired,expected", [
-    ({}, {"dscp_map": {26: 3}, "pfc": [3], "trust": "dscp", "ets": None}),
-    ({"trust": "pcp"}, {"dscp_map": {}, "pfc": [3], "trust": "pcp", "ets": None}),
+    ({}, {"dscp_map": {26: 3}, "pfc": [3], "trust": "dscp", "ets": None, "other_app_entries": "keep"}),
+    ({"trust": "pcp"}, {"dscp_map": {}, "pfc": [3], "trust": "pcp", "ets": None, "other_app_entries": "keep"}),
     ({"pfc_priorities": [5, 3], "dscp_map": [{"dscp": 26, "priority": 3}, {"dscp": 26, "priority": 3}]},
-     {"dscp_map": {26: 3}, "pfc": [3, 5], "trust": "dscp", "ets": None}),
-    ({"pfc_priorities": []}, {"dscp_map": {26: 3}, "pfc": [], "trust": "dscp", "ets": None}),
+     {"dscp_map": {26: 3}, "pfc": [3, 5], "trust": "dscp", "ets": None, "other_app_entries": "keep"}),
+    ({"pfc_priorities": [], "other_app_entries": "remove"},
+     {"dscp_map": {26: 3}, "pfc": [], "trust": "dscp", "ets": None, "other_app_entries": "remove"}),
 ])
 def test_normalize_desired_ok(desired, expected):
     assert dcb.normalize_desired(desired) == expected
@@ -175,75 +176,10 @@ def test_driver_of(tmp_path):
     assert dcb.driver_of(sr, "nope") is None
 
 
-# ------------------------------------------------------------------------------------------------
-# plan: table-driven over current states
-# ------------------------------------------------------------------------------------------------
+# plan: tests/unit/plugins/module_utils/test_dcb_plan.py
 
-def _cur(dscp=None, pfc=(), apptrust=None, ets=None):
-    app = {"dscp": dict(dscp or {}), "pcp": {}, "count": sum(len(v) for v in (dscp or {}).values())}
-    return {"app": app, "pfc": {"enabled": list(pfc)}, "ets": ets, "apptrust": apptrust,
-            "trust": dcb.trust_of(app, apptrust)}
-
-
-MLX5_64 = dict((d, [d >> 3]) for d in range(64))
-DEFAULT = dcb.normalize_desired({})
 ETS = {"tc_tsa": ["ets", "strict", "strict", "ets", "strict", "strict", "strict", "strict"],
        "tc_bw": [50, 0, 0, 50, 0, 0, 0, 0], "prio_tc": [0, 1, 2, 3, 4, 5, 6, 7]}
-
-PLAN_CASES = [
-    # id, current, desired, driver, apptrust, expected commands, expected drift keys
-    ("compliant-mlx5-64", _cur(MLX5_64, [3]), DEFAULT, "mlx5_core", False, [], []),
-    ("compliant-single", _cur({26: [3]}, [3]), DEFAULT, "mlx5_core", False, [], []),
-    ("boot-state", _cur({}, []), DEFAULT, "mlx5_core", False,
-     [["dcb", "app", "add", "dev", "r0", "dscp-prio", "26:3"],
-      ["dcb", "pfc", "set", "dev", "r0", "prio-pfc", "all:off", "3:on"]],
-     ["trust", "dscp_prio:26", "pfc"]),
-    ("pfc-off-only", _cur(MLX5_64, []), DEFAULT, "mlx5_core", False,
-     [["dcb", "pfc", "set", "dev", "r0", "prio-pfc", "all:off", "3:on"]], ["pfc"]),
-    ("pfc-extra-prio", _cur(MLX5_64, [3, 4]), DEFAULT, "mlx5_core", False,
-     [["dcb", "pfc", "set", "dev", "r0", "prio-pfc", "all:off", "3:on"]], ["pfc"]),
-    ("remap-mlx5-uses-add", _cur(dict(list(MLX5_64.items()) + [(26, [5])]), [3]), DEFAULT, "mlx5_core", False,
-     [["dcb", "app", "add", "dev", "r0", "dscp-prio", "26:3"]], ["dscp_prio:26"]),
-    ("remap-generic-uses-replace", _cur({26: [3, 5]}, [3], apptrust=["dscp"]), DEFAULT, "other", True,
-     [["dcb", "app", "replace", "dev", "r0", "dscp-prio", "26:3"]], ["dscp_prio:26"]),
-    ("remap-unknown-driver-replace", _cur({26: [5]}, [3]), DEFAULT, None, False,
-     [["dcb", "app", "replace", "dev", "r0", "dscp-prio", "26:3"]], ["dscp_prio:26"]),
-    ("generic-apptrust", _cur({}, [3], apptrust=["pcp"]), DEFAULT, "other", True,
-     [["dcb", "app", "add", "dev", "r0", "dscp-prio", "26:3"],
-      ["dcb", "apptrust", "set", "dev", "r0", "order", "dscp"]], ["trust", "dscp_prio:26"]),
-    ("generic-apptrust-ok-map-missing", _cur({}, [3], apptrust=["dscp"]), DEFAULT, "other", True,
-     [["dcb", "app", "add", "dev", "r0", "dscp-prio", "26:3"]], ["dscp_prio:26"]),
-    ("two-dscps-one-command", _cur({}, [3]),
-     dcb.normalize_desired({"dscp_map": [{"dscp": 48, "priority": 6}, {"dscp": 26, "priority": 3}]}),
-     "mlx5_core", False, [["dcb", "app", "add", "dev", "r0", "dscp-prio", "26:3", "48:6"]],
-     ["trust", "dscp_prio:26", "dscp_prio:48"]),
-    ("to-pcp", _cur(MLX5_64, [3]), dcb.normalize_desired({"trust": "pcp"}), "mlx5_core", False,
-     [["dcb", "app", "flush", "dev", "r0", "dscp-prio"]], ["trust"]),
-    ("pcp-already", _cur({}, [3]), dcb.normalize_desired({"trust": "pcp"}), "mlx5_core", False, [], []),
-    ("pfc-disable-all", _cur(MLX5_64, [3]), dcb.normalize_desired({"pfc_priorities": []}), "mlx5_core",
-     False, [["dcb", "pfc", "set", "dev", "r0", "prio-pfc", "all:off"]], ["pfc"]),
-    ("ets-given", _cur(MLX5_64, [3], ets={"tc_tsa": ["vendor"] * 8, "tc_bw": [100] * 8,
-                                          "prio_tc": [1, 0, 2, 3, 4, 5, 6, 7]}),
-     dcb.normalize_desired({"ets": ETS}), "mlx5_core", False,
-     [["dcb", "ets", "set", "dev", "r0", "tc-tsa", "0:ets", "1:strict", "2:strict", "3:ets", "4:strict",
-       "5:strict", "6:strict", "7:strict", "tc-bw", "0:50", "1:0", "2:0", "3:50", "4:0", "5:0", "6:0", "7:0",
-       "prio-tc", "0:0", "1:1", "2:2", "3:3", "4:4", "5:5", "6:6", "7:7"]], ["ets"]),
-    ("ets-matches-mlx5-readback", _cur(MLX5_64, [3], ets={"tc_tsa": ETS["tc_tsa"],
-                                                          "tc_bw": [50, 100, 100, 50, 100, 100, 100, 100],
-                                                          "prio_tc": list(range(8))}),
-     dcb.normalize_desired({"ets": ETS}), "mlx5_core", False, [], []),
-]
-
-
-@pytest.mark.parametrize("case", PLAN_CASES, ids=[c[0] for c in PLAN_CASES])
-def test_plan_rail(case):
-    _id, current, desired, driver, apptrust, cmds, keys = case
-    got_cmds, drift = dcb.plan_rail("r0", current, desired, driver=driver, apptrust=apptrust)
-    assert got_cmds == cmds
-    assert [d["key"] for d in drift] == keys
-    for d in drift:
-        assert d["concern"] == "dcb" and d["object"] == "r0"
-    assert not any(c[1] == "pfc" for c in got_cmds) or "pfc" in keys
 
 
 # ------------------------------------------------------------------------------------------------
@@ -288,10 +224,12 @@ def test_apply_from_boot_then_idempotent(tmp_path, version):
     res = dcb.apply_dcb(run, RAILS, {}, False, sysroot=sr)
     # mlx5 rails need no version: dcb -V is not run
     assert res["changed"] and res["dcb_version"] is None
-    assert len(res["commands"]) == 4
+    # per rail: the whole table (PCP -> DSCP switch), the delete of what must not stay in priority 3, pfc set
+    assert [c[1:3] for c in res["commands"]] == [["app", "add"], ["app", "del"], ["pfc", "set"]] * 2
     for r in res["rails"]:
         assert r["before"]["trust"] == "pcp" and r["after"]["trust"] == "dscp"
-        assert r["after"]["dscp_prio"] == {"26": 3} and r["after"]["dscp_entries"] == 64
+        # 64 DSCP entries but 24, 25, 27..31 (firmware default priority 3 = lossless, nobody wanted them)
+        assert r["after"]["dscp_prio"] == {"26": 3} and r["after"]["dscp_entries"] == 57
         assert r["after"]["pfc"] == [3]
     for rail in RAILS:
         st = dcb_emu.state(str(tmp_path), rail)
@@ -303,7 +241,9 @@ def test_apply_from_boot_then_idempotent(tmp_path, version):
     assert run.writes() == []
     for rail in RAILS:
         c = dcb_emu.state(str(tmp_path), rail)["counters"]
-        assert c["pfc_set_calls"] == 1 and c["app_set_calls"] == 1
+        assert c["pfc_set_calls"] == 1 and c["app_set_calls"] == 1 and c["app_del_calls"] == 1
+        st = dcb_emu.state(str(tmp_path), rail)
+        assert [d for d in range(64) if dcb_emu.dscp_priority(st, d) == 3] == [26]
 
 
 def _batch_lines(calls):
@@ -322,8 +262,8 @@ def test_reads_all_rails_in_one_process(tmp_path):
 def test_converge_reads_back_in_one_batch(tmp_path):
     sr, run = _node(tmp_path, RAILS, "6.5.0")
     dcb.apply_dcb(run, RAILS, {}, False, sysroot=sr)
-    # read, 2 writes per rail, read back: no -V, no per-object reads
-    assert len(run.calls) == 2 + 2 * len(RAILS)
+    # read, 3 writes per rail (app add, app del, pfc set), read back: no -V, no per-object reads
+    assert len(run.calls) == 2 + 3 * len(RAILS)
     assert len(_batch_lines(run.calls)) == 2
     assert run.calls[0][:3] == ["dcb", "-j", "-b"] and run.calls[-1][:3] == ["dcb", "-j", "-b"]
 
@@ -409,7 +349,7 @@ def test_pfc_off_one_pfc_set_and_right_pfc_never(tmp_path):
 def test_check_mode_reads_only(tmp_path):
     sr, run = _node(tmp_path, RAILS)
     res = dcb.apply_dcb(run, RAILS, {}, True, sysroot=sr)
-    assert res["changed"] and len(res["commands"]) == 4
+    assert res["changed"] and len(res["commands"]) == 6
     assert run.writes() == []
     assert res["rails"][0]["after"]["trust"] == "dscp"
     st = dcb_emu.state(str(tmp_path), "ens1np0")

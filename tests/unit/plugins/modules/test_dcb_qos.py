@@ -60,10 +60,16 @@ def test_apply_then_idempotent(node, monkeypatch, version):
     assert not res.get("failed"), res
     # mlx5 rails read in one batch: dcb -V is not needed, the version is not reported
     assert res["changed"] and res["dcb_version"] is None
+    # PCP -> DSCP switch: the whole table (firmware default, 26 -> 3, the other DSCPs of priority 3 parked on 0),
+    # then their delete, then PFC
+    table = ["%d:%d" % (d, 3 if d == 26 else 0 if d >> 3 == 3 else d >> 3) for d in range(64)]
+    parked = ["%d:0" % d for d in range(24, 32) if d != 26]
     assert res["commands"] == [
-        ["dcb", "app", "add", "dev", "ens1np0", "dscp-prio", "26:3"],
+        ["dcb", "app", "add", "dev", "ens1np0", "dscp-prio"] + table,
+        ["dcb", "app", "del", "dev", "ens1np0", "dscp-prio"] + parked,
         ["dcb", "pfc", "set", "dev", "ens1np0", "prio-pfc", "all:off", "3:on"],
-        ["dcb", "app", "add", "dev", "ens2np0", "dscp-prio", "26:3"],
+        ["dcb", "app", "add", "dev", "ens2np0", "dscp-prio"] + table,
+        ["dcb", "app", "del", "dev", "ens2np0", "dscp-prio"] + parked,
         ["dcb", "pfc", "set", "dev", "ens2np0", "prio-pfc", "all:off", "3:on"]]
     keys = [(d["object"], d["key"]) for d in res["drift"]]
     assert keys == [(r, k) for r in RAILS for k in ("trust", "dscp_prio:26", "pfc")] + [
@@ -71,7 +77,7 @@ def test_apply_then_idempotent(node, monkeypatch, version):
     with open(os.path.join(root, "etc/gpufabric/state.json")) as f:
         recorded = json.load(f)["dcb"]
     assert recorded["rails"] == RAILS and recorded["pfc_priorities"] == [3]
-    assert res["rails"][0]["after"] == {"trust": "dscp", "dscp_prio": {"26": 3}, "dscp_entries": 64, "pfc": [3]}
+    assert res["rails"][0]["after"] == {"trust": "dscp", "dscp_prio": {"26": 3}, "dscp_entries": 57, "pfc": [3]}
     for r in RAILS:
         assert dcb_emu.state(root, r)["trust"] == "dscp"
         assert counters(root, r)["link_toggles"] == 1
@@ -85,7 +91,7 @@ def test_apply_then_idempotent(node, monkeypatch, version):
 def test_check_mode_and_diff(node, monkeypatch):
     root = node()
     res = run_module(dcb_qos, {"rails": RAILS}, check_mode=True, diff=True, monkeypatch=monkeypatch)
-    assert res["changed"] and len(res["commands"]) == 4
+    assert res["changed"] and len(res["commands"]) == 6
     assert "ens1np0 trust=pcp pfc=none dscp26->None" in res["diff"][0]["before"]
     assert "ens1np0 trust=dscp pfc=3 dscp26->3" in res["diff"][0]["after"]
     assert not os.path.exists(os.path.join(root, "etc/gpufabric/state.json"))
@@ -145,6 +151,14 @@ def test_trust_pcp(node, monkeypatch):
     ({"rails": RAILS, "pfc_priorities": [3, 3]}, "twice"),
     ({"rails": RAILS, "ets": {"tc_tsa": ["ets"] * 8, "tc_bw": [20] * 8, "prio_tc": [0] * 8}}, "sum to 100"),
     ({"rails": RAILS, "trust": "pcp", "dscp_map": [{"dscp": 26, "priority": 3}]}, "cannot be combined"),
+    ({"rails": RAILS, "other_app_entries": "drop"}, "other_app_entries"),
+    # contradictions: both settings named, by role variable and module option
+    ({"rails": RAILS, "pfc_priorities": [4]},
+     "roce_qos_pfc_priorities (dcb_qos pfc_priorities) and roce_qos_dscp_map (dcb_qos dscp_map) contradict"),
+    ({"rails": RAILS, "pfc_priorities": [0, 3]},
+     "roce_qos_pfc_priorities (dcb_qos pfc_priorities) and roce_qos_trust (dcb_qos trust) contradict"),
+    ({"rails": RAILS, "trust": "pcp", "dscp_map": [{"dscp": 26, "priority": 3}]},
+     "roce_qos_trust (dcb_qos trust) and roce_qos_dscp_map (dcb_qos dscp_map) contradict"),
 ])
 def test_validation_errors_touch_nothing(node, monkeypatch, args, needle):
     root = node()
@@ -174,3 +188,21 @@ def test_rail_without_dcb(node, monkeypatch, tmp_path):
     res = run_module(dcb_qos, {"rails": ["veth0"]}, monkeypatch=monkeypatch)
     assert res.get("failed") and "Operation not supported" in res["msg"]
     assert os.path.isdir(root)
+
+
+@pytest.mark.parametrize("mode,kept", [("keep", True), ("remove", False)])
+def test_extra_dscps_and_other_app_entries(node, monkeypatch, mode, kept):
+    root = node(rails=["ens1np0"])
+    args = {"rails": ["ens1np0"], "other_app_entries": mode}
+    assert not run_module(dcb_qos, args, monkeypatch=monkeypatch).get("failed")
+    dcb_emu.run(["app", "add", "dev", "ens1np0", "dscp-prio", "10:3"], root=root)
+    res = run_module(dcb_qos, args, check_mode=True, monkeypatch=monkeypatch)
+    assert res["changed"] and res["commands"] == [["dcb", "app", "del", "dev", "ens1np0", "dscp-prio", "10:3"]]
+    assert {"concern": "dcb", "object": "ens1np0", "key": "dscp_prio:10", "current": 3, "desired": None} in res["drift"]
+    res = run_module(dcb_qos, args, monkeypatch=monkeypatch)
+    assert res["changed"] and not run_module(dcb_qos, args, monkeypatch=monkeypatch)["changed"]
+    st = dcb_emu.state(root, "ens1np0")
+    assert dcb_emu.dscp_priority(st, 10) == 0
+    # a DSCP on a lossy priority (48 -> 6, the firmware default) stays only with keep
+    assert ([dcb_emu.SEL_DSCP, 48, 6] in st["apps"]) == kept
+    assert len(st["apps"]) == (56 if kept else 1)   # keep: 57 after the first run, minus DSCP 10

@@ -71,6 +71,13 @@ def test_render_all_rails_then_idempotent(node, monkeypatch):
     assert again["changed"] is False and again["drift"] == []
 
 
+def test_expected_tos_agrees(node, monkeypatch):
+    root, _m = node
+    res = run_module(nccl_config, {"rails": ["ens1np0"], "tc": 106, "expected_tos": 106}, monkeypatch=monkeypatch)
+    assert not res.get("failed"), res
+    assert res["variables"]["NCCL_IB_TC"] == "106" and "expected_tos" not in conf(root).lower()
+
+
 def test_check_mode_and_custom_path(node, monkeypatch):
     root, _m = node
     res = run_module(nccl_config, {"rails": ["ens1np0"], "path": "/opt/job/nccl.conf"}, check_mode=True,
@@ -99,6 +106,14 @@ BAD = [
      "must not set NCCL_IB_HCA"),
     ("bad extra var name", {"rails": ["ens1np0"], "extra_vars": {"nccl-debug": "INFO"}}, None,
      "not an environment variable name"),
+    # NCCL_IB_TC against the rdma_cm ToS: the DSCP, then the ECN bits; both settings named
+    ("tc DSCP against expected_tos", {"rails": ["ens1np0"], "tc": 96, "expected_tos": 106}, None,
+     "nccl_ib_tc (nccl_config tc) and roce_qos_tos (rdma_cm_tos tos, nccl_config expected_tos) contradict each "
+     "other: NCCL_IB_TC is the full traffic class byte"),
+    ("tc ECN against expected_tos", {"rails": ["ens1np0"], "tc": 104, "expected_tos": 106}, None,
+     "both carry DSCP 26 (same priority), but NCCL_IB_TC is the full traffic class byte and its ECN bits differ"),
+    ("expected_tos 300", {"rails": ["ens1np0"], "expected_tos": 300}, None,
+     "roce_qos_tos (rdma_cm_tos tos, nccl_config expected_tos): 300 is out of range 0..255"),
 ]
 
 

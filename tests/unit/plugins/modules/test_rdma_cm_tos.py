@@ -93,14 +93,14 @@ def test_state_records_devices_and_keeps_other_sections(node, monkeypatch):
     assert again["changed"] is False
 
 
-def test_devices_and_dscp_warning(node, monkeypatch):
+def test_ce_warning_and_matching_dscp(node, monkeypatch):
     root, _m = node
     warned = []
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, w: warned.append(w))
-    res = run_module(rdma_cm_tos, {"devices": ["mlx5_3"], "tos": 96, "expected_dscp": 26}, monkeypatch=monkeypatch)
+    res = run_module(rdma_cm_tos, {"devices": ["mlx5_3"], "tos": 107, "expected_dscp": 26}, monkeypatch=monkeypatch)
     assert not res.get("failed"), res
-    assert tos_of(root, "mlx5_3") == 96
-    assert len(warned) == 1 and "expects DSCP 26" in warned[0]
+    assert tos_of(root, "mlx5_3") == 107
+    assert len(warned) == 1 and "ECN CE" in warned[0]
 
 
 BAD = [
@@ -114,6 +114,10 @@ BAD = [
     ("duplicate device", {"devices": ["mlx5_0", "mlx5_0"]}, "twice"),
     ("both selectors", {"rails": ["ens1np0"], "devices": ["mlx5_0"]}, "mutually exclusive"),
     ("no selector", {}, "one of the following is required"),
+    # a ToS whose DSCP (tos >> 2) is not the lossless DSCP: both settings named, nothing touched
+    ("tos against expected_dscp", {"devices": ["mlx5_3"], "tos": 96, "expected_dscp": 26},
+     "roce_qos_tos (rdma_cm_tos tos, nccl_config expected_tos) and roce_qos_dscp (rdma_cm_tos expected_dscp) "
+     "contradict each other: ToS 96 (DSCP 24, Not-ECT) carries DSCP 24 (tos >> 2) but the lossless DSCP is 26"),
 ]
 
 
