@@ -121,6 +121,15 @@ def concern_errors(recorded, names=None):
     return out
 
 
+def concern_contradictions(conflicts):
+    """Every core concern ``error`` because the desired settings contradict each other (nothing was touched)."""
+    if not conflicts:
+        return {}
+    reason = "not checked or changed: the desired settings contradict each other: %s" % " | ".join(
+        str(c) for c in conflicts)
+    return dict((n, model.status(model.ERROR, reason)) for n in model.CORE)
+
+
 def concerns_of_role(role):
     """The concern names a role of the list records."""
     names = model.of_role(role)
@@ -145,5 +154,6 @@ class FilterModule(object):
             "concern_merge": concern_merge,
             "concern_open": concern_open,
             "concern_title": concern_title,
+            "concern_contradictions": concern_contradictions,
             "concerns_of_role": concerns_of_role,
         }

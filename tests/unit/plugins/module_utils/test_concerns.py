@@ -178,3 +178,10 @@ def test_filter_concern_error_takes_the_modules_own_error_status():
 def test_filter_items_count_each_object_once():
     res = {"msg": "x", "results": [{"rail": "a", "result": "changed"}], "rails": [{"rail": "a", "changed": True}]}
     assert len(f.concern_error(res, "dcb")["items"]) == 1
+
+
+def test_filter_contradictions_fail_every_core_concern_naming_both_settings():
+    out = f.concern_contradictions(["roce_qos_pfc_priorities (dcb_qos pfc_priorities) and roce_qos_dscp_map contradict"])
+    assert set(out) == set(c.CORE)
+    assert all(v["status"] == "error" and "roce_qos_pfc_priorities" in v["reason"] for v in out.values())
+    assert f.concern_contradictions([]) == {}
