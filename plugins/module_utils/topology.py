@@ -217,7 +217,7 @@ def discover(sysroot=None, gather_subset=None):
             facts["rails"] = rails
         if "pci" in subset:
             facts.update(topology_pairing.pci_facts(scan, rails, net))
-        facts["discovery_notes"] = list(scan.notes)
+        facts["discovery_notes"] = sorted(scan.notes, key=lambda n: (n["device"] or "", n["note"]))
     if "numa" in subset:
         facts["numa_nodes"] = numa_nodes(sr)
     if "iommu" in subset:

@@ -160,12 +160,6 @@ class PciScan(object):
             self._nodes = host_nodes(self.sysroot)
         return self._nodes
 
-    def numa_of(self, raw, subject):
-        node, source, text = resolve_numa(raw, self.nodes)
-        if text:
-            self.note(subject, text)
-        return node, source
-
     @property
     def devices(self):
         if self._devices is None:
@@ -195,7 +189,7 @@ class PciScan(object):
         except pci.PciError:
             root_bus, chain = None, [bdf]
         raw = raw_numa(sr.read(base + "/numa_node"))
-        node, source = self.numa_of(raw, bdf)
+        node, source, text = resolve_numa(raw, self.nodes)
         virtfns = []
         for name in sr.listdir(base):
             m = re.match(r"^virtfn(\d+)$", name)
@@ -203,11 +197,14 @@ class PciScan(object):
                 vf = _link_bdf(sr, base + "/" + name)
                 if vf:
                     virtfns.append((int(m.group(1)), vf))
-        return PciDevice(
+        dev = PciDevice(
             bdf=bdf, vendor=vendor, device=device, klass=klass, numa=node, numa_raw=raw, numa_source=source,
             driver=sr.readlink_name(base + "/driver"), iommu_group=sr.readlink_name(base + "/iommu_group"),
             root_bus=root_bus, chain=chain, path=sr.realpath(base), physfn=_link_bdf(sr, base + "/physfn"),
             virtfns=[vf for _n, vf in sorted(virtfns)])
+        if text and (dev.is_gpu or dev.is_nic or dev.is_nvswitch):      # the functions the facts report
+            self.note(bdf, text)
+        return dev
 
     def get(self, bdf):
         try:
