@@ -27,8 +27,9 @@ Public API (plain Python, every path through a ``Sysroot``):
     * ``rails``: ``[{netdev, ibdev, port, bdf, numa, driver, link_layer, state, roce_v2_ipv4_gid_index,
       roce_v2_ipv4_gid, ipv4, kind, physfn, bond, pci_functions, dev_port, numa_source, pairable, reason}]``
       one per RDMA port, ordered by ibdev name. ``kind`` is pf, vf, bond (RoCE LAG: ``pci_functions`` are
-      the bond's PFs), software (no PCI function of its own: ``bdf`` None, ``pci_functions`` and ``numa``
-      those of the netdev's lower devices) or unknown; ``pairable`` only for pf and bond, else ``reason``.
+      the bond's PFs), subfunction (the RDMA device of a device below the function, e.g. an mlx5 scalable
+      function), software (no PCI function of its own: ``bdf`` None, ``pci_functions`` and ``numa`` those
+      of the netdev's lower devices) or unknown; ``pairable`` only for pf and bond, else ``reason``.
     * ``matrix``: ``{gpu_bdf: {nic_bdf: relation}}`` with nvidia-smi semantics PIX / PXB / PHB /
       NODE / SYS, over RDMA NICs (``nics[].rdma``). Across host bridges NODE needs both NUMA nodes known
       and equal; otherwise SYS.

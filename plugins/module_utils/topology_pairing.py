@@ -106,6 +106,7 @@ def _why_no_rail(nics, rails):
         for r in rails:
             kinds.setdefault(r["kind"], []).append(r["ibdev"])
         labels = {"vf": "SR-IOV virtual functions", "software": "software RDMA (no PCI function)",
+                  "subfunction": "sub-devices of a function (scalable functions)",
                   "unknown": "without a known PCI function"}
         parts.append("the RDMA devices are " + "; ".join(
             "%s: %s" % (labels.get(k, k), ", ".join(sorted(set(v), key=trails.natural)))

@@ -192,14 +192,23 @@ def _roce_v2_ipv4(sr, ibdir, port):
 
 
 def _device_function(scan, ibdir):
-    """(bdf, has_parent_device) of an RDMA device: the PCI function its ``device`` link leads to."""
+    """(bdf, has_parent_device, sub_device) of an RDMA device: the PCI function its ``device`` link leads to.
+
+    ``sub_device`` names the parent when it is a device below the function rather than the function itself
+    (an auxiliary device such as an mlx5 scalable function ``mlx5_core.sf.N``), else None.
+    """
     sr = scan.sysroot
     if sr.exists(ibdir + "/device"):
-        return scan.function_at(sr.realpath(ibdir + "/device")), True
+        parent = sr.realpath(ibdir + "/device")
+        fn = scan.function_at(parent)
+        sub = None
+        if fn and scan.devices[fn].path and parent.rstrip("/") != scan.devices[fn].path.rstrip("/"):
+            sub = parent.rstrip("/").split("/")[-1]
+        return fn, True, sub
     real = sr.realpath(ibdir)
     if real.startswith("/sys/devices/virtual/"):
-        return None, False
-    return scan.function_at(real), False
+        return None, False, None
+    return scan.function_at(real), False, None
 
 
 def _numa_of_functions(scan, fns, subject):
@@ -225,7 +234,7 @@ def rdma_devices(scan, net=None):
         if not sr.exists(ibdir):
             scan.note(ibdev, "listed in %s but gone (removed while discovery ran): skipped" % CLASS_IB)
             continue
-        fn, has_parent = _device_function(scan, ibdir)
+        fn, has_parent, sub = _device_function(scan, ibdir)
         parent = sr.read(ibdir + "/parent")
         guid = sr.read(ibdir + "/node_guid")
         ports = sorted((p for p in sr.listdir(ibdir + "/ports") if p.isdigit()), key=int)
@@ -246,7 +255,11 @@ def rdma_devices(scan, net=None):
         netdevs = [p["netdev"] for p in rec["ports"] if p["netdev"]]
         if dev is not None:
             rec["numa"], rec["numa_source"] = dev.numa, dev.numa_source
-            if dev.is_vf:
+            if sub:
+                rec["kind"], rec["functions"] = "subfunction", [fn]
+                rec["reason"] = ("RDMA device of %s, a device below %s (an auxiliary device such as an mlx5 "
+                                 "scalable function), not of the function itself: not paired" % (sub, fn))
+            elif dev.is_vf:
                 rec["kind"], rec["physfn"] = "vf", dev.physfn
                 rec["reason"] = ("SR-IOV virtual function of %s: VFs never take part in GPU pairing, DCB or "
                                  "NCCL" % dev.physfn)

@@ -194,7 +194,8 @@ ansible_facts:
               C(roce_v2_ipv4_gid_index), C(roce_v2_ipv4_gid), C(ipv4), C(kind), C(physfn), C(bond),
               C(pci_functions), C(dev_port), C(numa_source), C(pairable), C(reason)).
             - C(kind) is C(pf), C(vf) (SR-IOV virtual function, C(physfn) its PF), C(bond) (RoCE LAG such as
-              C(mlx5_bond_0), with C(netdev) the bond and C(pci_functions) its PFs), C(software) (rxe, siw; no PCI function
+              C(mlx5_bond_0), with C(netdev) the bond and C(pci_functions) its PFs), C(subfunction) (the RDMA device
+              of a device below the function, e.g. an mlx5 scalable function), C(software) (rxe, siw; no PCI function
               of its own, C(bdf) null, C(pci_functions) and C(numa) those of the netdev's lower device) or
               C(unknown). C(pairable) is true for C(pf) and C(bond) only; otherwise C(reason) says why.
               C(dev_port) is the netdev's port number on its function (dual-port functions).

@@ -18,7 +18,7 @@ Model (plain dicts)::
           "vendor", "device", "class", "driver", "acs": {cap, ctrl}, "config_size",
           "numa": int (-1 writes -1) | None (no file) | absent (the root bus's node),
           nic: "netdevs": [{"name", "dev_port", "virtio": bool, "mac"}], "ibdev": name, "ipv4": "10.0.0.1",
-               "vfs": [{"bdf", "netdev", "ibdev"}]}
+               "vfs": [{"bdf", "netdev", "ibdev"}], "sfs": [{"name": "mlx5_core.sf.2", "netdev", "ibdev"}]}
 
 ``build(root, model) -> Sysroot``. Helpers ``rp/up/down/bridge/gpu/nic/host/rbus`` make models short.
 """
@@ -276,6 +276,11 @@ class _Writer(object):
                 self.netdev({"name": vf["netdev"]}, vdir)
             if vf.get("ibdev"):
                 self.ibdev(vf["ibdev"], vdir, [vf.get("netdev")], vf.get("ipv4"))
+        for sf in dev.get("sfs", []):          # auxiliary devices below the function (mlx5 scalable functions)
+            sdir = "%s/%s" % (ddir, sf["name"])
+            self.mkdir(sdir)
+            self.netdev({"name": sf["netdev"]}, sdir)
+            self.ibdev(sf["ibdev"], sdir, [sf["netdev"]])
         if dev.get("vfs"):
             self.write(ddir + "/sriov_numvfs", len(dev["vfs"]))
             self.write(ddir + "/sriov_totalvfs", 16)

@@ -61,6 +61,24 @@ def test_sriov_vfs_never_paired(tmp_path):
     assert facts["pairing_reason"] is None
 
 
+def test_scalable_function_is_not_a_pf_rail(tmp_path):
+    # mlx5 SF: an auxiliary device below the PF with its own netdev and RDMA device (device link to the SF)
+    model = host(rbus("0000:10", 0, rp("0000:10:01.0", up(
+        "0000:11:00.0",
+        down("0000:12:00.0", gpu("0000:13:00.0")),
+        down("0000:12:01.0", gpu("0000:14:00.0")),
+        down("0000:12:02.0", nic("0000:15:00.0", "ens1np0", "mlx5_0", sfs=[
+            {"name": "mlx5_core.sf.2", "netdev": "enp21s0f0npf0sf2", "ibdev": "mlx5_2"}]))))))
+    facts = T.discover(build(str(tmp_path), model))
+    assert [(p["ibdev"], p["shared"]) for p in facts["pairing"]] == [("mlx5_0", False), ("mlx5_0", True)]
+    sf = by(facts["rails"], "ibdev", "mlx5_2")
+    assert sf["kind"] == "subfunction" and sf["pairable"] is False and sf["bdf"] == "0000:15:00.0"
+    assert sf["netdev"] == "enp21s0f0npf0sf2" and "mlx5_core.sf.2" in sf["reason"]
+    assert by(facts["rails"], "ibdev", "mlx5_0")["kind"] == "pf"
+    n = by(facts["nics"], "bdf", "0000:15:00.0")
+    assert n["rdma"] is True and n["ibdevs"] == ["mlx5_0", "mlx5_2"]
+
+
 def test_sriov_more_gpus_than_pfs_share_a_pf_not_a_vf(tmp_path):
     model = host(rbus("0000:10", 0, rp("0000:10:01.0", up(
         "0000:11:00.0",
