@@ -25,16 +25,19 @@ Public API (plain Python, every path through a ``Sysroot``):
       netdev over it; ``card_bridges`` the bridges of the card's own on-board switch; ``soft_ibdevs`` the
       software RDMA devices (rxe, siw) over its netdevs.
     * ``rails``: ``[{netdev, ibdev, port, bdf, numa, driver, link_layer, state, roce_v2_ipv4_gid_index,
-      roce_v2_ipv4_gid, ipv4, kind, physfn, bond, pci_functions, dev_port, numa_source, pairable, reason}]``
+      roce_v2_ipv4_gid, ipv4, kind, physfn, bond, pci_functions, dev_port, phys_netdevs, numa_source, pairable,
+      reason}]``
       one per RDMA port, ordered by ibdev name. ``kind`` is pf, vf, bond (RoCE LAG: ``pci_functions`` are
       the bond's PFs), subfunction (the RDMA device of a device below the function, e.g. an mlx5 scalable
       function), software (no PCI function of its own: ``bdf`` None, ``pci_functions`` and ``numa`` those
       of the netdev's lower devices) or unknown; ``pairable`` only for pf and bond, else ``reason``.
+      ``phys_netdevs`` are the netdevs of PCI functions the rail's netdev stands for (itself, a bond's
+      slaves): per-port settings such as DCB belong there.
     * ``matrix``: ``{gpu_bdf: {nic_bdf: relation}}`` with nvidia-smi semantics PIX / PXB / PHB /
       NODE / SYS, over RDMA NICs (``nics[].rdma``). Across host bridges NODE needs both NUMA nodes known
       and equal; otherwise SYS.
     * ``pairing``: ``[{gpu, gpu_index, nic, netdev, ibdev, port, relation, gpu_numa, nic_numa,
-      cross_numa, bridges, nic_functions, bond, switch, shared}]``: the closest pairable rail of each GPU,
+      cross_numa, bridges, nic_functions, bond, phys_netdevs, switch, shared}]``: the closest pairable rail of each GPU,
       one-to-one while rails last (ties broken by PCI order, then rail name and port); more GPUs than rails
       share the closest (``shared``). ``nic`` is the rail's PCI function nearest the GPU (for a bond one of
       ``nic_functions``), ``bridges`` the path bridges (see ``path_bridges``), ``switch`` the upstream port of

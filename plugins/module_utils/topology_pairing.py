@@ -163,6 +163,7 @@ def pci_facts(scan, rails, net=None):
             "cross_numa": rel == "SYS" and gd.numa is not None and nd.numa is not None and gd.numa != nd.numa,
             "bridges": path,
             "nic_functions": list(rail["pci_functions"]), "bond": rail["bond"],
+            "phys_netdevs": list(rail["phys_netdevs"]),
             "switch": tpci.meeting_switch(scan, gd, nd), "shared": shared,
         })
 

@@ -114,6 +114,17 @@ class NetScan(object):
             found.update(self.functions(low, depth + 1))
         return tpci.sort_bdf(found)
 
+    def physical(self, name, depth=0):
+        """Sorted netdevs of PCI functions a netdev stands for: itself, or the bottom of its stack (bond slaves)."""
+        if self.own_function(name):
+            return [name]
+        if depth >= _MAX_STACK:
+            return []
+        found = set()
+        for low in self.lowers(name):
+            found.update(self.physical(low, depth + 1))
+        return sorted(found, key=natural)
+
     def by_function(self):
         """{bdf: [netdev, ...]} of the netdevs whose own PCI function is ``bdf``."""
         if self._by_function is None:
@@ -248,6 +259,7 @@ def rdma_devices(scan, net=None):
             rec["ports"].append({
                 "port": int(port), "netdev": nd, "netdev_source": how,
                 "dev_port": _int(net.attr(nd, "dev_port")) if nd else None,
+                "phys_netdevs": net.physical(nd) if nd else [],
                 "link_layer": sr.read("%s/ports/%s/link_layer" % (ibdir, port)),
                 "state": sr.read("%s/ports/%s/state" % (ibdir, port)),
                 "roce_v2_ipv4_gid_index": idx, "roce_v2_ipv4_gid": gid, "ipv4": ipv4,
@@ -305,6 +317,7 @@ def rails_of(records):
                 "ipv4": p["ipv4"],
                 "kind": rec["kind"], "physfn": rec["physfn"], "bond": rec["bond"],
                 "pci_functions": list(rec["functions"]), "dev_port": p["dev_port"],
+                "phys_netdevs": list(p["phys_netdevs"]),
                 "numa_source": rec["numa_source"],
                 "pairable": rec["kind"] in ("pf", "bond") and bool(rec["functions"]),
                 "reason": rec["reason"],

@@ -145,7 +145,7 @@ ansible_facts:
           description:
             - One entry per GPU with its closest rail (C(gpu), C(gpu_index), C(nic), C(netdev), C(ibdev), C(port),
               C(relation), C(gpu_numa), C(nic_numa), C(cross_numa), C(bridges) as a list of BDFs, C(nic_functions),
-              C(bond), C(switch), C(shared)). Never an SR-IOV VF or a software RDMA device.
+              C(bond), C(phys_netdevs), C(switch), C(shared)). Never an SR-IOV VF or a software RDMA device.
             - C(nic) is the rail's PCI function nearest the GPU (for a RoCE LAG bond one of C(nic_functions), the
               bond's PFs); C(switch) the upstream port of the switch where the two paths meet (null when they only
               meet at the root complex; a NIC card's own switch is not the GPU's); C(shared) true when GPUs
@@ -156,7 +156,7 @@ ansible_facts:
           sample: [{"gpu": "0000:18:00.0", "nic": "0000:19:00.0", "netdev": "ens1np0", "ibdev": "mlx5_0",
                     "relation": "PIX", "cross_numa": false,
                     "bridges": ["0000:17:00.0", "0000:16:00.0", "0000:17:01.0"], "nic_functions": ["0000:19:00.0"],
-                    "bond": null, "switch": "0000:16:00.0", "shared": false}]
+                    "bond": null, "phys_netdevs": ["ens1np0"], "switch": "0000:16:00.0", "shared": false}]
         unpaired:
           description: What has no partner and why, C(gpus) (C(gpu), C(gpu_index), C(reason)) and C(rails)
             (C(ibdev), C(port), C(netdev), C(nic), C(kind), C(reason)).
@@ -192,13 +192,15 @@ ansible_facts:
           description:
             - RDMA device ports (C(netdev), C(ibdev), C(port), C(bdf), C(numa), C(driver), C(link_layer), C(state),
               C(roce_v2_ipv4_gid_index), C(roce_v2_ipv4_gid), C(ipv4), C(kind), C(physfn), C(bond),
-              C(pci_functions), C(dev_port), C(numa_source), C(pairable), C(reason)).
+              C(pci_functions), C(dev_port), C(phys_netdevs), C(numa_source), C(pairable), C(reason)).
             - C(kind) is C(pf), C(vf) (SR-IOV virtual function, C(physfn) its PF), C(bond) (RoCE LAG such as
               C(mlx5_bond_0), with C(netdev) the bond and C(pci_functions) its PFs), C(subfunction) (the RDMA device
               of a device below the function, e.g. an mlx5 scalable function), C(software) (rxe, siw; no PCI function
               of its own, C(bdf) null, C(pci_functions) and C(numa) those of the netdev's lower device) or
               C(unknown). C(pairable) is true for C(pf) and C(bond) only; otherwise C(reason) says why.
-              C(dev_port) is the netdev's port number on its function (dual-port functions).
+              C(dev_port) is the netdev's port number on its function (dual-port functions). C(phys_netdevs) are the
+              netdevs of PCI functions the rail's netdev stands for (itself, or a bond's slaves); per-port settings
+              such as DCB/PFC belong on them, not on a bond.
           returned: when C(rails) gathered
           type: list
           elements: dict

@@ -177,6 +177,7 @@ def test_roce_lag_bond_pairs_through_the_nearest_pf(tmp_path, bond):
     [p] = facts["pairing"]
     assert p["nic"] == "0000:24:00.0" and p["relation"] == "PIX" and p["bond"] == "bond0"
     assert p["netdev"] == "bond0" and p["nic_functions"] == ["0000:13:00.0", "0000:24:00.0"]
+    assert p["phys_netdevs"] == rail["phys_netdevs"] == ["ens1f0np0", "ens1f1np1"]
     assert p["bridges"] == ["0000:22:00.0", "0000:21:00.0", "0000:22:01.0"]
     for f in ("0000:13:00.0", "0000:24:00.0"):
         n = by(facts["nics"], "bdf", f)
@@ -198,8 +199,8 @@ def dual_port_one_function(**kw):
 @pytest.mark.parametrize("kw", [{}, {"no_gid_ndevs": True}], ids=["gid table", "dev_port"])
 def test_dual_port_one_function_two_rails(tmp_path, kw):
     facts = T.discover(build(str(tmp_path), dual_port_one_function(**kw)))
-    assert [(r["ibdev"], r["port"], r["netdev"], r["dev_port"]) for r in facts["rails"]] == [
-        ("mlx4_0", 1, "eth2", 0), ("mlx4_0", 2, "eth3", 1)]
+    assert [(r["ibdev"], r["port"], r["netdev"], r["dev_port"], r["phys_netdevs"]) for r in facts["rails"]] == [
+        ("mlx4_0", 1, "eth2", 0, ["eth2"]), ("mlx4_0", 2, "eth3", 1, ["eth3"])]
     assert [(p["gpu"], p["port"], p["netdev"], p["shared"]) for p in facts["pairing"]] == [
         ("0000:13:00.0", 1, "eth2", False), ("0000:14:00.0", 2, "eth3", False)]
     assert by(facts["nics"], "bdf", "0000:15:00.0")["netdevs"] == ["eth2", "eth3"]

@@ -299,6 +299,8 @@ def test_discovery_invariants(model, seed):
         assert p["nic"] not in e.vfs and p["ibdev"] not in e.vf_ibdevs and p["ibdev"] not in e.soft
         assert p["nic"] in units[(p["ibdev"], p["port"])] and p["nic_functions"] == units[(p["ibdev"], p["port"])]
         assert p["bridges"] == e.path(p["gpu"], p["nic"])
+        assert p["phys_netdevs"] == sorted((nd["name"] for f in p["nic_functions"] for nd in e.fn[f]["netdevs"]
+                                            if p["bond"] or nd["name"] == p["netdev"]), key=T.topology_rails.natural)
         assert p["relation"] == e.relation(p["gpu"], p["nic"])
         # the PF of a bond nearest the GPU
         assert _rank(p["relation"]) == min(_rank(e.relation(p["gpu"], f)) for f in p["nic_functions"])
