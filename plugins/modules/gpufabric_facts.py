@@ -19,8 +19,14 @@ description:
     interface, link layer and the GID index of the RoCE v2 IPv4 GID.
   - For every GPU and RDMA NIC the PCIe relation is computed from the sysfs tree with nvidia-smi topology semantics
     (PIX through at most one PCIe switch, PXB through several switches or bridges, PHB through the host bridge,
-    NODE between host bridges of one NUMA node, SYS across NUMA nodes). Each GPU is paired with its closest NIC,
-    one-to-one while NICs last, ties broken by PCI address order.
+    NODE between host bridges of one NUMA node, SYS across NUMA nodes or when a NUMA node is unknown). Each GPU
+    is paired with its closest RDMA rail, one-to-one while rails last, ties broken by PCI address order, then
+    rail name and port. Only rails of physical functions take part (a RoCE LAG bond counts once, through the PF
+    nearest the GPU); SR-IOV virtual functions and software RDMA devices (rxe, siw) are reported but never
+    paired, and C(unpaired) / C(pairing_reason) say why a GPU or a rail has no partner.
+  - C(numa_node) -1 (no proximity information) is the host's only NUMA node on a one-node host or VM, and
+    unknown (null) on a host with several nodes; C(discovery_notes) says so, and lists functions or RDMA
+    devices that vanished while discovery ran (they are skipped).
   - The bridges on each paired path are listed with their ACS capability and control bits and their kernel path
     form (as used by C(pci=disable_acs_redir=)); reading ACS needs root (the full 4096-byte config space).
   - Warns about GPU/NIC pairs across NUMA nodes, an IOMMU in translated mode, the proprietary NVIDIA kernel module
@@ -102,7 +108,9 @@ ansible_facts:
           elements: str
         gpus:
           description: GPUs in PCI order (C(index), C(bdf), C(vendor), C(device), C(class), C(model), C(numa),
-            C(driver), C(root_bus)); C(numa) is null when the kernel reports -1.
+            C(driver), C(root_bus), C(numa_source)). When the kernel reports C(numa_node) -1, C(numa) is the
+            host's only node on a one-node host (C(numa_source=single_node)) and null on a multi-node host
+            (C(numa_source=unknown)); otherwise C(numa_source=sysfs).
           returned: when C(pci) gathered
           type: list
           elements: dict
@@ -113,35 +121,86 @@ ansible_facts:
           type: list
           elements: dict
         nics:
-          description: Network functions (C(bdf), C(vendor), C(device), C(class), C(numa), C(driver), C(netdevs),
-            C(ibdevs), C(rdma), C(root_bus)).
+          description:
+            - Network functions (C(bdf), C(vendor), C(device), C(class), C(numa), C(driver), C(netdevs),
+              C(ibdevs), C(rdma), C(root_bus), C(numa_source), C(physfn), C(vfs), C(bond), C(card_bridges),
+              C(soft_ibdevs)), SR-IOV VFs included.
+            - C(netdevs) are the interfaces below the function (C(net/) or, for virtio-net, C(virtioN/net/)).
+              C(ibdevs) its hardware RDMA devices. C(rdma) is true for a physical function carrying a pairable
+              rail (a VF never). C(physfn) is the PF of a VF (null for a PF), C(vfs) the VFs of a PF.
+              C(bond) is the RoCE LAG bond netdev over the function. C(card_bridges) are the bridges of the
+              NIC card's own on-board switch (ConnectX/BlueField), top down. C(soft_ibdevs) are software RDMA
+              devices (rxe, siw) over its netdevs.
           returned: when C(pci) gathered
           type: list
           elements: dict
+          sample: [{"bdf": "0000:19:00.0", "netdevs": ["ens1np0"], "ibdevs": ["mlx5_0"], "rdma": true,
+                    "physfn": null, "vfs": ["0000:19:00.2"], "bond": null, "card_bridges": []}]
         matrix:
-          description: Relation of every GPU to every RDMA NIC, C(matrix[gpu_bdf][nic_bdf]).
+          description: Relation of every GPU to every RDMA NIC (C(nics[].rdma)), C(matrix[gpu_bdf][nic_bdf]).
           returned: when C(pci) gathered
           type: dict
           sample: {"0000:18:00.0": {"0000:19:00.0": "PIX", "0000:9b:00.0": "SYS"}}
         pairing:
-          description: One entry per GPU with its closest NIC (C(gpu), C(gpu_index), C(nic), C(netdev), C(ibdev),
-            C(port), C(relation), C(gpu_numa), C(nic_numa), C(cross_numa), C(bridges) as a list of BDFs).
+          description:
+            - One entry per GPU with its closest rail (C(gpu), C(gpu_index), C(nic), C(netdev), C(ibdev), C(port),
+              C(relation), C(gpu_numa), C(nic_numa), C(cross_numa), C(bridges) as a list of BDFs, C(nic_functions),
+              C(bond), C(phys_netdevs), C(switch), C(shared)). Never an SR-IOV VF or a software RDMA device.
+            - C(nic) is the rail's PCI function nearest the GPU (for a RoCE LAG bond one of C(nic_functions), the
+              bond's PFs); C(switch) the upstream port of the switch where the two paths meet (null when they only
+              meet at the root complex; a NIC card's own switch is not the GPU's); C(shared) true when GPUs
+              outnumber rails and this GPU shares its rail; C(cross_numa) true only for NUMA nodes known to differ.
           returned: when C(pci) gathered
           type: list
           elements: dict
           sample: [{"gpu": "0000:18:00.0", "nic": "0000:19:00.0", "netdev": "ens1np0", "ibdev": "mlx5_0",
                     "relation": "PIX", "cross_numa": false,
-                    "bridges": ["0000:17:00.0", "0000:16:00.0", "0000:17:01.0"]}]
+                    "bridges": ["0000:17:00.0", "0000:16:00.0", "0000:17:01.0"], "nic_functions": ["0000:19:00.0"],
+                    "bond": null, "phys_netdevs": ["ens1np0"], "switch": "0000:16:00.0", "shared": false}]
+        unpaired:
+          description: What has no partner and why, C(gpus) (C(gpu), C(gpu_index), C(reason)) and C(rails)
+            (C(ibdev), C(port), C(netdev), C(nic), C(kind), C(reason)).
+          returned: when C(pci) gathered
+          type: dict
+          sample: {"gpus": [], "rails": [{"ibdev": "mlx5_8", "port": 1, "netdev": "ens1np0v0", "nic": "0000:19:00.2",
+                   "kind": "vf", "reason": "SR-IOV virtual function of 0000:19:00.0: VFs never take part in GPU
+                   pairing, DCB or NCCL"}]}
+        pairing_reason:
+          description: Why the pairing is empty or incomplete (no GPU, no RDMA NIC and what the NICs are instead,
+            more GPUs than rails), null when every GPU has a rail of its own.
+          returned: when C(pci) gathered
+          type: str
+          sample: "no RDMA NIC to pair with: no RDMA device in /sys/class/infiniband; NICs without RDMA:
+            0000:00:03.0 (virtio-pci, eth0)"
+        discovery_notes:
+          description: C(device) and C(note) for what discovery skipped (functions or RDMA devices removed while it
+            ran) or inferred (a NUMA node from a one-node host, an unknown one).
+          returned: when C(pci) or C(rails) gathered
+          type: list
+          elements: dict
+          sample: [{"device": "0000:00:06.0", "note": "numa_node is -1; the host has one NUMA node (0), so it is
+                    that node"}]
         path_bridges:
           description: The bridges on the paired paths in PCI order (C(bdf), C(role) root_port/upstream/
             downstream/bridge, C(kernel_path), C(acs) with C(present), C(offset), C(cap), C(ctrl), C(cap_bits),
-            C(ctrl_bits) or C(error), C(pairs) the GPUs whose path crosses it).
+            C(ctrl_bits) or C(error), C(pairs) the GPUs whose path crosses it, C(nic_card) the NIC function whose
+            card's own switch the bridge belongs to, else null).
           returned: when C(pci) gathered
           type: list
           elements: dict
         rails:
-          description: RDMA device ports (C(netdev), C(ibdev), C(port), C(bdf), C(numa), C(driver), C(link_layer),
-            C(state), C(roce_v2_ipv4_gid_index), C(roce_v2_ipv4_gid), C(ipv4)).
+          description:
+            - RDMA device ports (C(netdev), C(ibdev), C(port), C(bdf), C(numa), C(driver), C(link_layer), C(state),
+              C(roce_v2_ipv4_gid_index), C(roce_v2_ipv4_gid), C(ipv4), C(kind), C(physfn), C(bond),
+              C(pci_functions), C(dev_port), C(phys_netdevs), C(numa_source), C(pairable), C(reason)).
+            - C(kind) is C(pf), C(vf) (SR-IOV virtual function, C(physfn) its PF), C(bond) (RoCE LAG such as
+              C(mlx5_bond_0), with C(netdev) the bond and C(pci_functions) its PFs), C(subfunction) (the RDMA device
+              of a device below the function, e.g. an mlx5 scalable function), C(software) (rxe, siw; no PCI function
+              of its own, C(bdf) null, C(pci_functions) and C(numa) those of the netdev's lower device) or
+              C(unknown). C(pairable) is true for C(pf) and C(bond) only; otherwise C(reason) says why.
+              C(dev_port) is the netdev's port number on its function (dual-port functions). C(phys_netdevs) are the
+              netdevs of PCI functions the rail's netdev stands for (itself, or a bond's slaves); per-port settings
+              such as DCB/PFC belong on them, not on a bond.
           returned: when C(rails) gathered
           type: list
           elements: dict

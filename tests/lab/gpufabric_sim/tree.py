@@ -703,6 +703,8 @@ def build_tree(root, topology, node_index=1):
     _mkdir(b.root)
     b.numa()
     b.pci()
+    from gpufabric_sim import layouts       # SR-IOV VFs, virtio-net, soft RDMA (new topology keys)
+    layouts.apply(b)
     b.kernel()
     b.nvidia()
     return b.manifest()
