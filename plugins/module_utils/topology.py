@@ -81,6 +81,7 @@ __metaclass__ = type
 import platform
 import re
 
+from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_modules
 from ansible_collections.gpufabric.node.plugins.module_utils import topology_pairing
 from ansible_collections.gpufabric.node.plugins.module_utils import topology_pci
 from ansible_collections.gpufabric.node.plugins.module_utils import topology_rails
@@ -176,15 +177,17 @@ def nvidia_fs_facts(sr):
     if text:
         m = re.search(r"version:\s*(\S+)", text)
         version = m.group(1) if m else text
-    modules = {}
-    for line in (sr.read_raw(base + "/modules") or "").splitlines():
-        if ":" in line:
-            name, _sep, ver = line.partition(":")
-            if name.strip():
-                modules[name.strip()] = ver.strip()
+    # nvidia-fs lists the storage modules it hooked only while some process holds a /dev/nvidia-fs* open
+    # (nvfs_open/nvfs_close in the driver), so the facts read it holding one, as the proofs do
+    held = nvfs_modules.read_held(sr) if loaded else {"held": False, "error": None, "modules": {}}
+    if loaded and not held["held"]:
+        held["modules"] = nvfs_modules.parse_modules(sr.read_raw(base + "/modules"))
+    modules = nvfs_modules.storage(held["modules"])
     rw = sr.read("/sys/module/nvidia_fs/parameters/rw_stats_enabled")
     return {"loaded": bool(loaded), "version": version, "module_version": sr.read("/sys/module/nvidia_fs/version"),
-            "modules": modules, "rw_stats_enabled": int(rw) if rw and rw.isdigit() else None}
+            "modules": modules, "modules_read_held": bool(held["held"]),
+            "modules_note": held["error"] if loaded and not held["held"] else None,
+            "rw_stats_enabled": int(rw) if rw and rw.isdigit() else None}
 
 
 def normalize_subset(gather_subset):

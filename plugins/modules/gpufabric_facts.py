@@ -229,13 +229,16 @@ ansible_facts:
           sample: {"needed": true, "running": true, "pids": [2817]}
         nvidia_fs:
           description: C(loaded), C(version) (from C(/proc/driver/nvidia-fs/version)), C(module_version),
-            C(modules) (C(/proc/driver/nvidia-fs/modules) as read, name to version as printed), C(rw_stats_enabled).
-            The facts do not hold a device open, and nvidia-fs lists storage modules only while one of its devices
-            is open, so an idle node shows only C(wekafsio) (always listed); M(gpufabric.node.gds_verify) and
-            M(gpufabric.node.vendor_nfs_proof) read it while holding C(/dev/nvidia-fs<N>).
+            C(modules) (the storage modules C(/proc/driver/nvidia-fs/modules) lists, name to version as printed, the
+            always-listed C(wekafsio) pseudo entry left out), C(modules_read_held), C(modules_note), C(rw_stats_enabled).
+            nvidia-fs lists storage modules only while one of its devices is open (C(nvfs_open)/C(nvfs_close)), so the
+            facts read the file holding the lowest C(/dev/nvidia-fs<N>) open, as M(gpufabric.node.gds_verify) and
+            M(gpufabric.node.vendor_nfs_proof) do; C(modules_read_held) false (with C(modules_note) saying why) means
+            the list was read idle and proves nothing.
           returned: when C(nvidia_fs) gathered
           type: dict
-          sample: {"loaded": true, "version": "2.22", "modules": {"wekafsio": "1"}, "rw_stats_enabled": 0}
+          sample: {"loaded": true, "version": "2.22", "modules": {"rpcrdma": "(null)"}, "modules_read_held": true,
+                   "modules_note": null, "rw_stats_enabled": 0}
 warnings_found:
   description: The warnings also emitted as Ansible warnings, for reports.
   returned: always
