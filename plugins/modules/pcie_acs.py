@@ -323,7 +323,13 @@ def main():
         msg = results.failure_message("clearing ACS", "bridge(s)", res["results"])
         out["concerns"] = {"acs": concerns.error("acs", msg, items=results.annotate(out["drift"], res["results"]))}
         module.fail_json(msg=msg, **out)
-    out["concerns"] = {"acs": concerns.from_items("acs", out["drift"], module.check_mode)}
+    if not bdfs and not out["drift"]:
+        # nothing to manage is not "as desired": say why
+        why = ("no GPU<->NIC pair was discovered (no RDMA NIC paired with a GPU), so there is no path bridge to manage"
+               if not sel.endpoint_pairs else "the GPU<->NIC paths cross no PCIe bridge: there is no ACS to clear")
+        out["concerns"] = {"acs": concerns.status(concerns.NOT_APPLICABLE, why)}
+    else:
+        out["concerns"] = {"acs": concerns.from_items("acs", out["drift"], module.check_mode)}
     module.exit_json(**out)
 
 
