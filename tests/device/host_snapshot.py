@@ -32,7 +32,7 @@ NET_ATTRS = ("type", "mtu", "operstate", "carrier", "dev_port", "dev_id", "ifind
              "addr_len", "speed", "duplex")
 IB_ATTRS = ("node_type", "node_guid", "fw_ver", "hca_type", "board_id")
 IB_PORT_ATTRS = ("link_layer", "state", "phys_state", "rate", "lid")
-FILES = ("/proc/cmdline", "/proc/sys/kernel/osrelease", "/etc/os-release", "/proc/modules", "/proc/self/mountinfo",
+FILES = ("/proc/cmdline", "/proc/1/comm", "/proc/sys/kernel/osrelease", "/etc/os-release", "/proc/modules", "/proc/self/mountinfo",
          "/proc/driver/nvidia/version", "/sys/module/nvidia/version", "/sys/module/nvidia/taint",
          "/sys/module/nvidia_fs/version", "/sys/module/nvidia_peermem/version", "/etc/default/grub",
          "/etc/kernel/cmdline", "/etc/kernel/install.conf", "/sys/devices/system/node/online",
@@ -194,7 +194,7 @@ def snapshot():
                 rec.entries[os.path.join(d, n)] = {"type": "file", "data": ""}
     listing = {}
     for d in ("/boot", "/boot/efi", "/boot/efi/EFI", "/boot/efi/loader", "/boot/loader/entries", "/efi",
-              "/etc/default/grub.d", "/sys/firmware/efi"):
+              "/etc/default/grub.d", "/sys/firmware/efi", "/run/systemd/system"):
         if os.path.isdir(d):
             listing[d] = rec.listdir(d)
     return {
