@@ -15,9 +15,10 @@ import io
 import os
 import shutil
 import tarfile
+import tempfile
 
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import KmodBuildError
-from ansible_collections.gpufabric.node.plugins.module_utils.kmod_source import _safe_member
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_source import check_tree, safe_extract
 
 
 # --------------------------------------------------------------------------- packages
@@ -87,38 +88,61 @@ def package_contents(pkg, run=None, tools=None):
     raise KmodBuildError("unknown package type: %s" % pkg)
 
 
-def extract_package(pkg, dest, run=None, tools=None):
+def extract_package(pkg, dest, run=None, tools=None, use_filter=None):
+    """Unpack the files of a package into ``dest`` (must not exist) for inspection, through the same safe
+    extraction as the source (:func:`kmod_source.safe_extract`); links and special files are not unpacked
+    (a module is a regular file). Debian packages are read in Python; ``dpkg-deb -x`` (into a private directory,
+    checked like an extraction) only when Python cannot read the data member."""
     tools = tools or {}
-    os.makedirs(dest, exist_ok=True)
+    what = "package %s" % os.path.basename(pkg)
     if pkg.endswith(".deb"):
-        if run and tools.get("dpkg-deb"):
-            rc, _out, err = run([tools["dpkg-deb"], "-x", pkg, dest])
-            if rc != 0:
-                raise KmodBuildError("dpkg-deb -x %s failed: %s" % (pkg, err.strip()))
-            return dest
-        with _deb_data_tar(pkg) as tf:
-            for m in tf.getmembers():
-                _safe_member(m, os.path.abspath(dest))
-                if m.isfile() or m.isdir():
-                    tf.extract(m, dest, set_attrs=False)
+        try:
+            tf = _deb_data_tar(pkg)
+        except KmodBuildError:
+            if not (run and tools.get("dpkg-deb")):
+                raise
+            return _dpkg_deb_extract(run, tools, pkg, dest, what)
+        with tf:
+            safe_extract(tf, dest, what, use_filter=use_filter, files_only=True)
         return dest
     if pkg.endswith(".rpm"):
         if not (run and tools.get("rpm2archive")):
             raise KmodBuildError("unpacking %s needs rpm2archive" % pkg)
-        tmp = os.path.join(dest, ".pkg.rpm")
-        shutil.copy2(pkg, tmp)
-        rc, _out, err = run([tools["rpm2archive"], tmp])
-        if rc != 0:
-            raise KmodBuildError("rpm2archive %s failed: %s" % (pkg, err.strip()))
-        with tarfile.open(tmp + ".tgz") as tf:
-            for m in tf.getmembers():
-                _safe_member(m, os.path.abspath(dest))
-                if m.isfile() or m.isdir():
-                    tf.extract(m, dest, set_attrs=False)
-        os.unlink(tmp)
-        os.unlink(tmp + ".tgz")
+        parent = os.path.dirname(os.path.abspath(dest))
+        if not os.path.isdir(parent):
+            os.makedirs(parent, 0o755)
+        scratch = tempfile.mkdtemp(prefix=".rpm-", dir=parent)
+        try:
+            tmp = os.path.join(scratch, "pkg.rpm")
+            shutil.copy2(pkg, tmp)
+            rc, _out, err = run([tools["rpm2archive"], tmp])
+            if rc != 0:
+                raise KmodBuildError("rpm2archive %s failed: %s" % (pkg, err.strip()))
+            safe_extract(tmp + ".tgz", dest, what, use_filter=use_filter, files_only=True)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         return dest
     raise KmodBuildError("unknown package type: %s" % pkg)
+
+
+def _dpkg_deb_extract(run, tools, pkg, dest, what):
+    dest = os.path.abspath(dest)
+    if os.path.lexists(dest):
+        raise KmodBuildError("extraction directory %s already exists" % dest)
+    parent = os.path.dirname(dest)
+    if not os.path.isdir(parent):
+        os.makedirs(parent, 0o755)
+    tmp = tempfile.mkdtemp(prefix=".extract-", dir=parent)
+    try:
+        rc, _out, err = run([tools["dpkg-deb"], "-x", pkg, tmp])
+        if rc != 0:
+            raise KmodBuildError("dpkg-deb -x %s failed: %s" % (pkg, err.strip()))
+        check_tree(tmp, what)
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
 
 
 def verify_package_lists(pkg_paths, modules_rel, kver):

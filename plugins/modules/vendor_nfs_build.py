@@ -19,6 +19,14 @@ description:
   - The tarball's sha256 is verified before anything else. It is extracted on a case-sensitive directory (the vendor
     tarball ships C(Makefile) and C(makefile); on a case-insensitive mount the build silently produces nothing) and
     case-colliding names are reported in RV(collisions).
+  - Extraction is safe against a hostile tarball. A member with an absolute path, a C(..) component, a control
+    character, a device node or a FIFO is refused before anything is written. Every member's path and link target is
+    resolved against what is already extracted, so a chain of symbolic links cannot lead out of the tree, a hard link
+    must name a file already extracted, and a member never replaces an entry (a directory may repeat). Setuid, setgid
+    and sticky bits and group/other write are stripped, and files belong to the user that runs the module. Python's
+    tarfile C(data) filter (PEP 706, Python 3.12 and the 3.8.17/3.9.17/3.10.12/3.11.4 backports) runs as well where
+    the Python has it. The tree is extracted into a fresh private directory and moved into place only when the
+    whole extraction succeeded, so a refused tarball leaves nothing behind. The message names the member.
   - The build runs in a podman container that is not privileged, has no network (C(--network none)), no
     capabilities (C(--cap-drop all)), a read-only source mount and a separate output directory, in a builder image
     holding the target kernel's headers. When the image is missing the module creates it from Debian packages
