@@ -11,6 +11,8 @@ what the modules, tests and playbooks use):
 * ``kmod_common``: constants, :class:`KmodBuildError`, input validation, digests;
 * ``kmod_source``: mandatory sha256, safe extraction on a case-sensitive directory, case-colliding names reported
   (the tarball ships ``Makefile`` *and* ``makefile``; on a case-insensitive mount the build produces nothing);
+* ``kmod_compress``: ``.ko.gz``/``.ko.xz``/``.ko.zst`` modules (format by magic like libkmod; zstd through the
+  standard library, the ``zstandard`` package or the ``zstd`` tool);
 * ``kmod_inspect``: ELF / ``.modinfo`` / vermagic / exported symbols / signature of a module, and the verification
   of a build's modules for one kernel (every ``.ko`` has the target kernel as first vermagic field, ``rpcrdma``
   exports ``rpcrdma_register_nvfs_dma_ops``, optional signature present);
@@ -35,10 +37,12 @@ from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import 
     PROFILES, RDMA_MODULE, SIGNATURE_MAGIC, STATE_FILE, KmodBuildError, sha256_file, validate_kver, validate_profile,
     validate_sha256, validate_version)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_source import (  # noqa: F401
-    case_collisions, extract_source, is_case_sensitive, verify_source)
+    HAS_DATA_FILTER, case_collisions, check_tree, extract_source, is_case_sensitive, safe_extract, verify_source)
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_compress import (  # noqa: F401
+    Codecs, find_tool, is_module_path, module_kind, module_name, sniff, with_kind)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_inspect import (  # noqa: F401
-    ElfFile, exported_symbols, inspect_module, modinfo_fields, parse_nm_exports, parse_vermagic, read_module_bytes,
-    verify_modules)
+    ElfFile, exported_symbols, inspect_module, modinfo_fields, parse_nm_exports, parse_vermagic, read_module,
+    read_module_bytes, verify_modules)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_package import (  # noqa: F401
     extract_package, package_contents, parse_dpkg_contents, verify_package_lists)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_builder import (  # noqa: F401
@@ -47,22 +51,24 @@ from ansible_collections.gpufabric.node.plugins.module_utils.kmod_builder import
     headers_install_argvs, host_mirror, load_cached, parse_apt_sources, podman_env, podman_run_argv,
     storage_conf_text, validate_source_line, verify_outputs)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_install import (  # noqa: F401
-    initramfs_has_modules, install, install_plan, installed_problems, modules_dep_paths, read_state,
-    update_initramfs)
+    initramfs_has_modules, install, install_drift, install_plan, installed_problems, modules_dep_paths, placements,
+    read_state, target_compression, update_initramfs)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_proof import (  # noqa: F401
     other_modules_problems, parse_nvfs_modules, prove_installed, prove_running)
 
 __all__ = [
-    "BUILDER_IMAGE", "BUILDER_PACKAGES", "BUNDLE_PARAM", "CACHE_FORMAT", "COMPANION_SUITES", "ElfFile",
-    "KmodBuildError", "MANIFEST_MODULE_KEYS", "MODULE_NAME_RE", "NVFS_SYMBOL", "PROFILES", "RDMA_MODULE",
-    "SIGNATURE_MAGIC", "STATE_FILE", "artifact_path", "build", "builder_image_name", "builder_sources", "cache_key",
-    "case_collisions", "collisions_hint", "container_script", "containers_conf_text", "debootstrap_argv",
-    "ensure_builder_image", "exported_symbols", "extract_package", "extract_source", "first_error_line",
-    "headers_install_argvs", "host_mirror", "initramfs_has_modules", "inspect_module", "install", "install_plan",
-    "installed_problems", "is_case_sensitive", "load_cached", "modinfo_fields", "modules_dep_paths",
-    "other_modules_problems", "package_contents", "parse_apt_sources", "parse_dpkg_contents", "parse_nm_exports",
-    "parse_nvfs_modules", "parse_vermagic", "podman_env", "podman_run_argv", "prove_installed", "prove_running",
-    "read_module_bytes", "read_state", "sha256_file", "storage_conf_text", "update_initramfs", "validate_kver",
+    "BUILDER_IMAGE", "BUILDER_PACKAGES", "BUNDLE_PARAM", "CACHE_FORMAT", "COMPANION_SUITES", "Codecs", "ElfFile",
+    "HAS_DATA_FILTER", "KmodBuildError", "MANIFEST_MODULE_KEYS", "MODULE_NAME_RE", "NVFS_SYMBOL", "PROFILES",
+    "RDMA_MODULE", "SIGNATURE_MAGIC", "STATE_FILE", "artifact_path", "build", "builder_image_name",
+    "builder_sources", "cache_key", "case_collisions", "check_tree", "collisions_hint", "container_script",
+    "containers_conf_text", "debootstrap_argv", "ensure_builder_image", "exported_symbols", "extract_package",
+    "extract_source", "find_tool", "first_error_line", "headers_install_argvs", "host_mirror",
+    "initramfs_has_modules", "inspect_module", "install", "install_drift", "install_plan", "installed_problems",
+    "is_case_sensitive", "is_module_path", "load_cached", "modinfo_fields", "module_kind", "module_name",
+    "modules_dep_paths", "other_modules_problems", "package_contents", "parse_apt_sources", "parse_dpkg_contents",
+    "parse_nm_exports", "parse_nvfs_modules", "parse_vermagic", "placements", "podman_env", "podman_run_argv",
+    "prove_installed", "prove_running", "read_module", "read_module_bytes", "read_state", "safe_extract",
+    "sha256_file", "sniff", "storage_conf_text", "target_compression", "update_initramfs", "validate_kver",
     "validate_profile", "validate_sha256", "validate_source_line", "validate_version", "verify_modules",
-    "verify_outputs", "verify_package_lists", "verify_source",
+    "verify_outputs", "verify_package_lists", "verify_source", "with_kind",
 ]

@@ -23,6 +23,7 @@ import time
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import (
     BUILDER_IMAGE, BUILDER_PACKAGES, CACHE_FORMAT, MANIFEST_MODULE_KEYS, PROFILES, KmodBuildError, sha256_file,
     validate_sha256)
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_compress import Codecs, is_module_path
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_inspect import inspect_module, verify_modules
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_package import (
     extract_package, package_contents, verify_package_lists)
@@ -91,6 +92,28 @@ def builder_image_name(kver, base=BUILDER_IMAGE):
     return "%s:%s" % (base, kver)
 
 
+# Signing a compressed module: decompress, sign-file, compress again the way the kernel's modules_install does
+# (scripts/Makefile.modinst signs the .ko, then runs gzip -n / xz --check=crc32 --lzma2=dict=1MiB / zstd on it).
+SIGN_FUNCTION = [
+    "gf_need() { command -v \"$1\" >/dev/null 2>&1 || { echo \"gpufabric: signing $2 needs $1 in the builder "
+    "image (builder_extra_packages)\" >&2; exit 6; }; }",
+    "gf_sign() {",
+    "  f=$1; k=$f",
+    "  case \"$f\" in",
+    "    *.ko.gz) gf_need gzip \"$f\"; gzip -d -f \"$f\"; k=${f%.gz} ;;",
+    "    *.ko.xz) gf_need xz \"$f\"; xz -d -f \"$f\"; k=${f%.xz} ;;",
+    "    *.ko.zst) gf_need zstd \"$f\"; zstd -d -q --rm -f \"$f\"; k=${f%.zst} ;;",
+    "  esac",
+    "  \"$S\" sha256 /keys/signing.key /keys/signing.crt \"$k\"",
+    "  case \"$f\" in",
+    "    *.ko.gz) gzip -n -f \"$k\" ;;",
+    "    *.ko.xz) xz --check=crc32 --lzma2=dict=1MiB -f \"$k\" ;;",
+    "    *.ko.zst) zstd -q --rm -f \"$k\" ;;",
+    "  esac",
+    "}",
+]
+
+
 def container_script(profile, sign=False):
     """The POSIX shell script run *inside* the builder container (inputs through environment variables)."""
     p = PROFILES[profile]
@@ -121,11 +144,12 @@ def container_script(profile, sign=False):
             '[ -x "$S" ] || S=$(ls /usr/lib/linux-kbuild-*/scripts/sign-file 2>/dev/null | head -n 1)',
             '[ -n "$S" ] && [ -x "$S" ] || { echo "gpufabric: sign-file not found in the builder image" >&2; exit 4; }',
             "cd /out/dist",
-            "for ko in *.ko; do [ -f \"$ko\" ] || continue; \"$S\" sha256 /keys/signing.key /keys/signing.crt \"$ko\"; done",
+        ] + SIGN_FUNCTION + [
+            "for ko in *.ko *.ko.gz *.ko.xz *.ko.zst; do [ -f \"$ko\" ] || continue; gf_sign \"$ko\"; done",
             "for deb in *.deb; do [ -f \"$deb\" ] || continue; rm -rf /tmp/gpufabric-pkg;",
             "  dpkg-deb -R \"$deb\" /tmp/gpufabric-pkg;",
-            "  for ko in $(find /tmp/gpufabric-pkg -name '*.ko' -type f); do \"$S\" sha256 /keys/signing.key "
-            "/keys/signing.crt \"$ko\"; done;",
+            "  for ko in $(find /tmp/gpufabric-pkg -type f \\( -name '*.ko' -o -name '*.ko.gz' -o -name '*.ko.xz' "
+            "-o -name '*.ko.zst' \\)); do gf_sign \"$ko\"; done;",
             "  dpkg-deb --root-owner-group -b /tmp/gpufabric-pkg \"$deb\" >/dev/null; done",
             "for rpm in *.rpm; do [ -f \"$rpm\" ] || continue; echo \"gpufabric: signing inside rpm packages is not "
             "supported, sign in the vendor build\" >&2; exit 5; done",
@@ -331,29 +355,32 @@ def artifact_path(cache_dir, manifest, artifact):
     return os.path.join(cache_dir, manifest["key"], artifact["file"])
 
 
-def verify_outputs(dist_dir, kver, profile, run=None, tools=None, require_signature=False, required=None):
-    """Inspect what the build left in ``dist_dir``: packages, their modules, vermagic, symbol, signature.
+def verify_outputs(dist_dir, kver, profile, run=None, tools=None, require_signature=False, required=None,
+                   codecs=None):
+    """Inspect what the build left in ``dist_dir``: packages, their modules (``.ko`` or compressed), vermagic,
+    symbol, signature.
 
     Returns (artifacts, modules, problems).
     """
+    codecs = codecs or Codecs(run, tools)
     artifacts, modules, problems = [], [], []
     files = sorted(os.listdir(dist_dir)) if os.path.isdir(dist_dir) else []
     pkgs = [f for f in files if f.endswith((".deb", ".rpm"))]
-    kos = [f for f in files if f.endswith(".ko")]
+    kos = [f for f in files if is_module_path(f)]
     if PROFILES[profile]["package"] and not pkgs:
         return [], [], ["the build produced no package (dist/*.deb or dist/*.rpm)"]
     unpack = tempfile.mkdtemp(prefix=".unpack-", dir=dist_dir)
     try:
         for pkg in pkgs:
             path = os.path.join(dist_dir, pkg)
-            listed = package_contents(path, run, tools)
-            rels = [p for p in listed if p.endswith(".ko") or p.endswith(".ko.xz")]
+            listed = package_contents(path, run, tools, codecs)
+            rels = [p for p in listed if is_module_path(p)]
             problems += verify_package_lists(listed, rels, kver)
             sub = os.path.join(unpack, pkg)
-            extract_package(path, sub, run, tools)
+            extract_package(path, sub, run, tools, codecs=codecs)
             pkg_mods = []
             for rel in rels:
-                facts = inspect_module(os.path.join(sub, rel.lstrip("/")), run, tools)
+                facts = inspect_module(os.path.join(sub, rel.lstrip("/")), run, tools, codecs)
                 facts["installed_path"] = rel
                 facts["package"] = pkg
                 facts["path"] = "%s:%s" % (pkg, rel)
@@ -365,12 +392,12 @@ def verify_outputs(dist_dir, kver, profile, run=None, tools=None, require_signat
                               "modules": [m["installed_path"] for m in pkg_mods]})
         for ko in kos:
             path = os.path.join(dist_dir, ko)
-            facts = inspect_module(path, run, tools)
+            facts = inspect_module(path, run, tools, codecs)
             facts["installed_path"] = "/lib/modules/%s/updates/bundle/%s" % (kver, ko)
             facts["package"] = None
             facts["path"] = ko
             modules.append(facts)
-            artifacts.append({"file": "dist/" + ko, "kind": "ko", "sha256": facts["sha256"],
+            artifacts.append({"file": "dist/" + ko, "kind": "ko", "sha256": facts["file_sha256"],
                               "modules": [facts["installed_path"]]})
     finally:
         shutil.rmtree(unpack, ignore_errors=True)
@@ -379,7 +406,7 @@ def verify_outputs(dist_dir, kver, profile, run=None, tools=None, require_signat
 
 
 def build(run, tools, source, source_sha256, kver, version, profile, cache_dir, image, env=None,
-          signing=None, required_modules=None, keep_failed=False):
+          signing=None, required_modules=None, keep_failed=False, codecs=None):
     """Build (or find in the cache) the vendor client for ``kver``.
 
     ``signing`` is None or {"key": path, "cert": path}. Returns the manifest plus ``cache_hit`` and ``timings``.
@@ -424,7 +451,8 @@ def build(run, tools, source, source_sha256, kver, version, profile, cache_dir, 
                 collisions=collisions)
         dist = os.path.join(out_dir, "dist")
         artifacts, modules, problems = verify_outputs(dist, kver, profile, run, tools,
-                                                      require_signature=bool(signing), required=required_modules)
+                                                      require_signature=bool(signing), required=required_modules,
+                                                      codecs=codecs)
         if problems:
             raise KmodBuildError("the build for kernel %s is not usable: %s%s" % (
                 kver, "; ".join(problems), collisions_hint(collisions)), problems=problems,

@@ -21,10 +21,11 @@ NVFS_SYMBOL = "rpcrdma_register_nvfs_dma_ops"
 BUNDLE_PARAM = "nfs_bundle_version"
 SIGNATURE_MAGIC = b"~Module signature appended~\n"
 BUILDER_IMAGE = "localhost/gpufabric-kbuild"
-BUILDER_PACKAGES = ["build-essential", "kmod", "ca-certificates", "libssl3"]
+# xz-utils and zstd: signing compressed modules (decompress, sign, compress again)
+BUILDER_PACKAGES = ["build-essential", "kmod", "ca-certificates", "libssl3", "xz-utils", "zstd"]
 CACHE_FORMAT = 1
 MANIFEST_MODULE_KEYS = ("name", "installed_path", "package", "vermagic", "srcversion", "sha256", "signed", "signer",
-                        "parameters")
+                        "parameters", "compression", "file_sha256")
 
 # Build profiles: the command run in the unpacked source tree inside the container, and where outputs land.
 PROFILES = {

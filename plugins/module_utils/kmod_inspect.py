@@ -12,12 +12,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import hashlib
-import lzma
 import os
+import shutil
 import struct
+import tempfile
 
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import (
     NVFS_SYMBOL, RDMA_MODULE, SIGNATURE_MAGIC, KmodBuildError)
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_compress import Codecs, module_stem, sniff
 
 
 # --------------------------------------------------------------------------- ELF / kernel module inspection
@@ -25,9 +27,11 @@ from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import 
 class ElfFile(object):
     """Just enough ELF (32/64 bit, both endians) for kernel modules: sections, .modinfo, symbol names."""
 
-    def __init__(self, data):
+    def __init__(self, data, what="module"):
         if data[:4] != b"\x7fELF":
-            raise KmodBuildError("not an ELF file")
+            kind = sniff(data)
+            raise KmodBuildError("%s is not an ELF file%s" % (what, " (it is %s-compressed: decompress it first)" % kind
+                                                               if kind not in (None, "none") else ""))
         self.data = data
         self.is64 = data[4] == 2
         self.end = "<" if data[5] == 1 else ">"
@@ -79,12 +83,20 @@ class ElfFile(object):
         return names
 
 
-def read_module_bytes(path):
+def read_module(path, codecs=None):
+    """(ELF bytes, compression, sha256 of the file as stored) of a module file, compressed or not."""
     with open(path, "rb") as f:
-        data = f.read()
-    if path.endswith(".xz"):
-        data = lzma.decompress(data)
-    return data
+        raw = f.read()
+    kind = sniff(raw) or "none"
+    data = (codecs or Codecs()).decompress(raw, what=path, kind=kind)
+    if data[:4] != b"\x7fELF":
+        raise KmodBuildError("%s is not a kernel module: neither ELF nor gzip/xz/zstd-compressed ELF" % path)
+    return data, kind, hashlib.sha256(raw).hexdigest()
+
+
+def read_module_bytes(path, codecs=None):
+    """The ELF bytes of a module file (``.ko``, ``.ko.gz``, ``.ko.xz``, ``.ko.zst``)."""
+    return read_module(path, codecs)[0]
 
 
 def modinfo_fields(data):
@@ -139,14 +151,17 @@ def parse_nm_exports(out):
     return syms
 
 
-def inspect_module(path, run=None, tools=None):
-    """Facts of one ``.ko``: name, vermagic, srcversion, exports, signature (modinfo/nm when given, else ELF)."""
+def inspect_module(path, run=None, tools=None, codecs=None):
+    """Facts of one module file (``.ko`` or compressed): name, vermagic, srcversion, exports, signature
+    (modinfo/nm when given, else ELF), ``compression``, ``sha256`` of the ELF content and ``file_sha256`` of the
+    file as stored. modinfo and nm read a decompressed copy (nm cannot read compressed modules, and the host's
+    kmod may lack the format)."""
     tools = tools or {}
-    data = read_module_bytes(path)
+    data, kind, file_sha = read_module(path, codecs or Codecs(run, tools))
     info = modinfo_fields(data)
     facts = {
         "path": path,
-        "name": (info.get("name") or [os.path.basename(path).split(".ko")[0]])[0],
+        "name": (info.get("name") or [module_stem(path) or os.path.basename(path)])[0],
         "vermagic": (info.get("vermagic") or [""])[0],
         "srcversion": (info.get("srcversion") or [""])[0],
         "parameters": sorted(set(p.split(":", 1)[0] for p in info.get("parm", []) + info.get("parmtype", []))),
@@ -154,16 +169,31 @@ def inspect_module(path, run=None, tools=None):
         "signed": data.endswith(SIGNATURE_MAGIC),
         "signer": None,
         "sha256": hashlib.sha256(data).hexdigest(),
+        "file_sha256": file_sha,
+        "compression": kind,
     }
-    if run and tools.get("modinfo"):
-        for field in ("vermagic", "srcversion", "signer"):
-            rc, out, _err = run([tools["modinfo"], "-F", field, path])
-            if rc == 0 and (out.strip() or field == "signer"):
-                facts[field] = (out.strip().splitlines() or [""])[0]
-    if run and tools.get("nm"):
-        rc, out, _err = run([tools["nm"], path])
-        if rc == 0:
-            facts["exports"] = sorted(set(facts["exports"]) | parse_nm_exports(out))
+    if not (run and (tools.get("modinfo") or tools.get("nm"))):
+        return facts
+    scratch = None
+    target = path
+    if kind != "none":
+        scratch = tempfile.mkdtemp(prefix=".gpufabric-ko-")
+        target = os.path.join(scratch, (module_stem(path) or "module") + ".ko")
+        with open(target, "wb") as f:
+            f.write(data)
+    try:
+        if tools.get("modinfo"):
+            for field in ("vermagic", "srcversion", "signer"):
+                rc, out, _err = run([tools["modinfo"], "-F", field, target])
+                if rc == 0 and (out.strip() or field == "signer"):
+                    facts[field] = (out.strip().splitlines() or [""])[0]
+        if tools.get("nm"):
+            rc, out, _err = run([tools["nm"], target])
+            if rc == 0:
+                facts["exports"] = sorted(set(facts["exports"]) | parse_nm_exports(out))
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
     return facts
 
 
@@ -174,7 +204,12 @@ def verify_modules(modules, kver, require_symbol=True, require_signature=False, 
     problems = []
     if not modules:
         return ["the build produced no kernel modules (.ko): a case-insensitive source tree or a failed kbuild"]
-    names = dict((m["name"], m) for m in modules)
+    names = {}
+    for m in modules:
+        if m["name"] in names:
+            problems.append("module %s is in the build twice (%s and %s): depmod would pick one of them"
+                            % (m["name"], names[m["name"]]["path"], m["path"]))
+        names.setdefault(m["name"], m)
     for m in modules:
         try:
             rel = parse_vermagic(m["vermagic"])["release"]

@@ -18,6 +18,7 @@ import tarfile
 import tempfile
 
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import KmodBuildError
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_compress import Codecs
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_source import check_tree, safe_extract
 
 
@@ -36,14 +37,19 @@ def _ar_members(data):
     return out
 
 
-def _deb_data_tar(path):
+def _deb_data_tar(path, codecs=None):
+    """The package's data.tar as an open TarFile: gzip, xz, bzip2 or none through tarfile, zstd (dpkg's default on
+    Ubuntu since 21.10) through :class:`kmod_compress.Codecs`."""
     with open(path, "rb") as f:
         members = _ar_members(f.read())
     for name, blob in members.items():
         if name.startswith("data.tar"):
             if name.endswith(".zst"):
-                raise KmodBuildError("%s: zstd-compressed data needs dpkg-deb" % path)
-            return tarfile.open(fileobj=io.BytesIO(blob), mode="r:*")
+                blob = (codecs or Codecs()).decompress(blob, what="%s %s" % (path, name), kind="zstd")
+            try:
+                return tarfile.open(fileobj=io.BytesIO(blob), mode="r:*")
+            except tarfile.TarError as e:
+                raise KmodBuildError("%s: %s is not readable: %s" % (path, name, e))
     raise KmodBuildError("%s has no data.tar member" % path)
 
 
@@ -68,7 +74,7 @@ def parse_dpkg_contents(out):
     return paths
 
 
-def package_contents(pkg, run=None, tools=None):
+def package_contents(pkg, run=None, tools=None, codecs=None):
     tools = tools or {}
     if pkg.endswith(".deb"):
         if run and tools.get("dpkg-deb"):
@@ -76,7 +82,7 @@ def package_contents(pkg, run=None, tools=None):
             if rc != 0:
                 raise KmodBuildError("dpkg-deb -c %s failed: %s" % (pkg, err.strip()))
             return parse_dpkg_contents(out)
-        with _deb_data_tar(pkg) as tf:
+        with _deb_data_tar(pkg, codecs or Codecs(run, tools)) as tf:
             return [_norm_pkg_path(m.name) for m in tf.getmembers()]
     if pkg.endswith(".rpm"):
         if not (run and tools.get("rpm")):
@@ -88,7 +94,7 @@ def package_contents(pkg, run=None, tools=None):
     raise KmodBuildError("unknown package type: %s" % pkg)
 
 
-def extract_package(pkg, dest, run=None, tools=None, use_filter=None):
+def extract_package(pkg, dest, run=None, tools=None, use_filter=None, codecs=None):
     """Unpack the files of a package into ``dest`` (must not exist) for inspection, through the same safe
     extraction as the source (:func:`kmod_source.safe_extract`); links and special files are not unpacked
     (a module is a regular file). Debian packages are read in Python; ``dpkg-deb -x`` (into a private directory,
@@ -97,7 +103,7 @@ def extract_package(pkg, dest, run=None, tools=None, use_filter=None):
     what = "package %s" % os.path.basename(pkg)
     if pkg.endswith(".deb"):
         try:
-            tf = _deb_data_tar(pkg)
+            tf = _deb_data_tar(pkg, codecs or Codecs(run, tools))
         except KmodBuildError:
             if not (run and tools.get("dpkg-deb")):
                 raise

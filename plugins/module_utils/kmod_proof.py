@@ -18,45 +18,46 @@ from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_modules
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import (
     BUNDLE_PARAM, NVFS_SYMBOL, RDMA_MODULE, SIGNATURE_MAGIC, STATE_FILE)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_inspect import (
-    exported_symbols, modinfo_fields, parse_vermagic, read_module_bytes)
+    exported_symbols, modinfo_fields, parse_vermagic, read_module)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_install import modules_dep_paths, read_state
 
 
 # --------------------------------------------------------------------------- proofs (pre-reboot gate, post-boot)
 
-def _installed_module_facts(sysroot, path):
+def _installed_module_facts(sysroot, path, codecs=None):
+    """Facts of an installed module file, compressed or not (``sha256`` of the ELF content), or None."""
     real = sysroot.path(path)
     if not os.path.isfile(real):
         return None
-    data = read_module_bytes(real)
+    data, kind, _file_sha = read_module(real, codecs)
     info = modinfo_fields(data)
     return {"vermagic": (info.get("vermagic") or [""])[0], "srcversion": (info.get("srcversion") or [""])[0],
             "exports": exported_symbols(data), "sha256": hashlib.sha256(data).hexdigest(),
-            "signed": data.endswith(SIGNATURE_MAGIC)}
+            "signed": data.endswith(SIGNATURE_MAGIC), "compression": kind}
 
 
-def other_modules_problems(sysroot, kver, names, dep=None):
+def other_modules_problems(sysroot, kver, names, dep=None, codecs=None):
     """Other out-of-tree modules the node needs after booting ``kver`` (the NVIDIA driver, nvidia-fs, a site's
     drivers built by DKMS): modules.dep of ``kver`` must resolve each name to a file whose vermagic names ``kver``.
 
-    Returns ({name: {"path", "vermagic"}}, [problems]).
+    Returns ({name: {"path", "vermagic", "compression"}}, [problems]).
     """
     dep = modules_dep_paths(sysroot, kver) if dep is None else dep
     facts, problems = {}, []
     for name in names:
         path = dep.get(name.replace("-", "_"))
-        entry = {"path": path, "vermagic": None}
+        entry = {"path": path, "vermagic": None, "compression": None}
         facts[name] = entry
         if not path:
             problems.append("modprobe %s on kernel %s finds no module: build and install it for %s (DKMS, the "
                             "vendor's package) before rebooting" % (name, kver, kver))
             continue
-        info = _installed_module_facts(sysroot, path)
+        info = _installed_module_facts(sysroot, path, codecs)
         if info is None:
             problems.append("modules.dep of %s lists %s for %s but the file is missing (run depmod %s)"
                             % (kver, path, name, kver))
             continue
-        entry["vermagic"] = info["vermagic"]
+        entry["vermagic"], entry["compression"] = info["vermagic"], info["compression"]
         try:
             release = parse_vermagic(info["vermagic"])["release"]
         except ValueError:
@@ -66,7 +67,7 @@ def other_modules_problems(sysroot, kver, names, dep=None):
     return facts, problems
 
 
-def prove_installed(sysroot, kver, require_symbol=True, version=None, other_modules=()):
+def prove_installed(sysroot, kver, require_symbol=True, version=None, other_modules=(), codecs=None):
     """Gate before rebooting into ``kver``: the verified client is installed and modprobe would pick it; every
     name in ``other_modules`` resolves to a module built for ``kver``.
 
@@ -76,7 +77,7 @@ def prove_installed(sysroot, kver, require_symbol=True, version=None, other_modu
     rec = read_state(sysroot)["kernels"].get(kver)
     out = {"kernel_release": kver, "stage": "installed", "modules": {}, "record": rec or {}, "other_modules": {}}
     if other_modules:
-        out["other_modules"], problems = other_modules_problems(sysroot, kver, other_modules)
+        out["other_modules"], problems = other_modules_problems(sysroot, kver, other_modules, codecs=codecs)
     if not rec:
         problems.append("no verified vendor NFS client is recorded for kernel %s in %s: build and install it "
                         "before rebooting" % (kver, STATE_FILE))
@@ -89,13 +90,14 @@ def prove_installed(sysroot, kver, require_symbol=True, version=None, other_modu
     if not dep:
         problems.append("/lib/modules/%s/modules.dep is missing or empty: depmod %s has not run" % (kver, kver))
     for name, m in sorted(rec.get("modules", {}).items()):
-        facts = _installed_module_facts(sysroot, m["path"])
+        facts = _installed_module_facts(sysroot, m["path"], codecs)
         entry = {"path": m["path"], "resolved": dep.get(name.replace("-", "_"))}
         out["modules"][name] = entry
         if facts is None:
             problems.append("%s is missing" % m["path"])
             continue
-        entry.update(vermagic=facts["vermagic"], srcversion=facts["srcversion"], signed=facts["signed"])
+        entry.update(vermagic=facts["vermagic"], srcversion=facts["srcversion"], signed=facts["signed"],
+                     compression=facts["compression"])
         if facts["sha256"] != m["sha256"]:
             problems.append("%s differs from the verified build (sha256 %s, recorded %s)"
                             % (m["path"], facts["sha256"], m["sha256"]))
@@ -120,7 +122,7 @@ def prove_installed(sysroot, kver, require_symbol=True, version=None, other_modu
 parse_nvfs_modules = nvfs_modules.parse_modules
 
 
-def prove_running(sysroot, kver, require_loaded=("sunrpc",), nvidia_fs="auto"):
+def prove_running(sysroot, kver, require_loaded=("sunrpc",), nvidia_fs="auto", codecs=None):
     """Post-boot proof: the target kernel runs and the loaded NFS/RDMA modules are the vendor's.
 
     * ``/proc/sys/kernel/osrelease`` (what ``uname -r`` prints) is ``kver``;
@@ -145,7 +147,7 @@ def prove_running(sysroot, kver, require_loaded=("sunrpc",), nvidia_fs="auto"):
         sysname = name.replace("-", "_")
         loaded = sysroot.isdir("/sys/module/%s" % sysname)
         live = sysroot.read("/sys/module/%s/srcversion" % sysname) if loaded else None
-        facts = _installed_module_facts(sysroot, m["path"])
+        facts = _installed_module_facts(sysroot, m["path"], codecs)
         want = facts["srcversion"] if facts else m.get("srcversion")
         entry = {"loaded": loaded, "srcversion_loaded": live, "srcversion_installed": want}
         out["modules"][name] = entry

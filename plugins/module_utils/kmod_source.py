@@ -236,7 +236,8 @@ def safe_extract(tarball, dest, what="source tarball", use_filter=None, case_sen
     (an empty directory is replaced). ``use_filter`` None picks the PEP 706 ``data`` filter when the Python has it;
     False forces the hand-written policy. ``case_sensitive`` refuses a case-insensitive destination.
     ``files_only`` unpacks regular files and directories only (links and special files are skipped, for the
-    inspection of a package). Returns the member names. Raises KmodBuildError naming the member; nothing is left behind then."""
+    inspection of a package). Returns the member names. Raises KmodBuildError naming the member; nothing is left
+    behind then."""
     use_filter = HAS_DATA_FILTER if use_filter is None else bool(use_filter)
     if use_filter and not HAS_DATA_FILTER:
         raise KmodBuildError("this Python (%s) has no tarfile extraction filters" % sys.version.split()[0])
