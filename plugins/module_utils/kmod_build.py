@@ -52,23 +52,23 @@ from ansible_collections.gpufabric.node.plugins.module_utils.kmod_builder import
     storage_conf_text, validate_source_line, verify_outputs)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_install import (  # noqa: F401
     initramfs_has_modules, install, install_drift, install_plan, installed_problems, modules_dep_paths, placements,
-    read_state, target_compression, update_initramfs)
+    read_state, resolve_method, target_compression, update_initramfs)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_proof import (  # noqa: F401
     other_modules_problems, parse_nvfs_modules, prove_installed, prove_running)
 
 __all__ = [
     "BUILDER_IMAGE", "BUILDER_PACKAGES", "BUNDLE_PARAM", "CACHE_FORMAT", "COMPANION_SUITES", "Codecs", "ElfFile",
     "HAS_DATA_FILTER", "KmodBuildError", "MANIFEST_MODULE_KEYS", "MODULE_NAME_RE", "NVFS_SYMBOL", "PROFILES",
-    "RDMA_MODULE", "SIGNATURE_MAGIC", "STATE_FILE", "artifact_path", "build", "builder_image_name",
-    "builder_sources", "cache_key", "case_collisions", "check_tree", "collisions_hint", "container_script",
-    "containers_conf_text", "debootstrap_argv", "ensure_builder_image", "exported_symbols", "extract_package",
-    "extract_source", "find_tool", "first_error_line", "headers_install_argvs", "host_mirror",
-    "initramfs_has_modules", "inspect_module", "install", "install_drift", "install_plan", "installed_problems",
-    "is_case_sensitive", "is_module_path", "load_cached", "modinfo_fields", "module_kind", "module_name",
-    "modules_dep_paths", "other_modules_problems", "package_contents", "parse_apt_sources", "parse_dpkg_contents",
-    "parse_nm_exports", "parse_nvfs_modules", "parse_vermagic", "placements", "podman_env", "podman_run_argv",
-    "prove_installed", "prove_running", "read_module", "read_module_bytes", "read_state", "safe_extract",
-    "sha256_file", "sniff", "storage_conf_text", "target_compression", "update_initramfs", "validate_kver",
-    "validate_profile", "validate_sha256", "validate_source_line", "validate_version", "verify_modules",
-    "verify_outputs", "verify_package_lists", "verify_source", "with_kind",
+    "RDMA_MODULE", "SIGNATURE_MAGIC", "STATE_FILE", "artifact_path", "build", "builder_image_name", "builder_sources",
+    "cache_key", "case_collisions", "check_tree", "collisions_hint", "container_script", "containers_conf_text",
+    "debootstrap_argv", "ensure_builder_image", "exported_symbols", "extract_package", "extract_source", "find_tool",
+    "first_error_line", "headers_install_argvs", "host_mirror", "initramfs_has_modules", "inspect_module", "install",
+    "install_drift", "install_plan", "installed_problems", "is_case_sensitive", "is_module_path", "load_cached",
+    "modinfo_fields", "module_kind", "module_name", "modules_dep_paths", "other_modules_problems", "package_contents",
+    "parse_apt_sources", "parse_dpkg_contents", "parse_nm_exports", "parse_nvfs_modules", "parse_vermagic",
+    "placements", "podman_env", "podman_run_argv", "prove_installed", "prove_running", "read_module",
+    "read_module_bytes", "read_state", "resolve_method", "safe_extract", "sha256_file", "sniff", "storage_conf_text",
+    "target_compression", "update_initramfs", "validate_kver", "validate_profile", "validate_sha256",
+    "validate_source_line", "validate_version", "verify_modules", "verify_outputs", "verify_package_lists",
+    "verify_source", "with_kind",
 ]

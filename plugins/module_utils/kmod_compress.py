@@ -121,6 +121,10 @@ def _import_zstd():
         return None, None
 
 
+class CodecUnavailable(KmodBuildError):
+    """No decompressor (or compressor) for a format on this host: the check cannot be made, it did not fail."""
+
+
 class Codecs(object):
     """Decompress and compress module data. ``run`` is the command runner (``run(argv, env=None) -> (rc, out,
     err)``; default: a subprocess without a shell), ``tools`` maps ``zstd``/``unzstd`` to resolved paths (missing
@@ -185,7 +189,7 @@ class Codecs(object):
     def _zstd(self, data, what, decompress):
         label, backend = self.zstd_backend(compress=not decompress)
         if backend is None:
-            raise KmodBuildError("%s %s zstd and this host has no zstd: %s" % (
+            raise CodecUnavailable("%s %s zstd and this host has no zstd: %s" % (
                 what, "is compressed with" if decompress else "must be compressed with", ZSTD_HINT))
         if label == "python:compression.zstd":
             return (backend.decompress(data) if decompress else backend.compress(data, level=3)), label

@@ -30,7 +30,7 @@ import time
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_builder import artifact_path
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import STATE_FILE, KmodBuildError
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_compress import (
-    KINDS, Codecs, module_kind, module_name, sibling_paths, sniff, with_kind)
+    KINDS, CodecUnavailable, Codecs, module_kind, module_name, sibling_paths, sniff, with_kind)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_inspect import read_module
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_package import extract_package
 
@@ -120,6 +120,8 @@ def installed_problems(sysroot, manifest, places=None, codecs=None):
             continue
         try:
             data, stored, _fsha = read_module(sysroot.path(p), codecs)
+        except CodecUnavailable:
+            raise
         except KmodBuildError as e:
             problems.append("%s differs from the verified build (%s)" % (p, e))
             continue
@@ -141,6 +143,8 @@ def install_drift(sysroot, manifest, places, codecs=None):
         if os.path.isfile(real):
             try:
                 current = hashlib.sha256(read_module(real, codecs)[0]).hexdigest()
+            except CodecUnavailable:
+                raise
             except KmodBuildError:
                 current = "unreadable"
         stale = _stale_siblings(sysroot, p)
@@ -188,15 +192,21 @@ def install_plan(sysroot, manifest, method, places=None, codecs=None):
     return actions, problems
 
 
+def resolve_method(sysroot, manifest, method):
+    """``auto`` -> ``package`` on the node's real root with a package build, else ``copy``."""
+    if method == "auto":
+        return "package" if sysroot.is_host and any(a["kind"] in ("deb", "rpm") for a in manifest["artifacts"]) \
+            else "copy"
+    return method
+
+
 def install(run, tools, sysroot, cache_dir, manifest, method="auto", initramfs="auto", check_mode=False,
             codecs=None, compression=None):
     """Install the verified build for its kernel without loading anything. Returns a result dict.
 
     ``compression`` forces the compression of bare modules (default: :func:`target_compression`)."""
     kver = manifest["kver"]
-    if method == "auto":
-        method = "package" if sysroot.is_host and any(a["kind"] in ("deb", "rpm") for a in manifest["artifacts"]) \
-            else "copy"
+    method = resolve_method(sysroot, manifest, method)
     if method == "package" and not sysroot.is_host:
         raise KmodBuildError("install_method=package needs the node's real root; use copy for a sysroot")
     codecs = codecs or Codecs(run, tools)

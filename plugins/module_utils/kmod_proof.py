@@ -16,7 +16,8 @@ import os
 
 from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_modules
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import (
-    BUNDLE_PARAM, NVFS_SYMBOL, RDMA_MODULE, SIGNATURE_MAGIC, STATE_FILE)
+    BUNDLE_PARAM, NVFS_SYMBOL, RDMA_MODULE, SIGNATURE_MAGIC, STATE_FILE, KmodBuildError)
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_compress import CodecUnavailable
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_inspect import (
     exported_symbols, modinfo_fields, parse_vermagic, read_module)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_install import modules_dep_paths, read_state
@@ -25,11 +26,17 @@ from ansible_collections.gpufabric.node.plugins.module_utils.kmod_install import
 # --------------------------------------------------------------------------- proofs (pre-reboot gate, post-boot)
 
 def _installed_module_facts(sysroot, path, codecs=None):
-    """Facts of an installed module file, compressed or not (``sha256`` of the ELF content), or None."""
+    """Facts of an installed module file, compressed or not (``sha256`` of the ELF content); None when it is
+    missing; {"error": why} when it is no readable module (a missing decompressor raises: nothing was proven)."""
     real = sysroot.path(path)
     if not os.path.isfile(real):
         return None
-    data, kind, _file_sha = read_module(real, codecs)
+    try:
+        data, kind, _file_sha = read_module(real, codecs)
+    except CodecUnavailable:
+        raise
+    except KmodBuildError as e:
+        return {"error": str(e)}
     info = modinfo_fields(data)
     return {"vermagic": (info.get("vermagic") or [""])[0], "srcversion": (info.get("srcversion") or [""])[0],
             "exports": exported_symbols(data), "sha256": hashlib.sha256(data).hexdigest(),
@@ -56,6 +63,10 @@ def other_modules_problems(sysroot, kver, names, dep=None, codecs=None):
         if info is None:
             problems.append("modules.dep of %s lists %s for %s but the file is missing (run depmod %s)"
                             % (kver, path, name, kver))
+            continue
+        if "error" in info:
+            problems.append("modules.dep of %s resolves %s to a file that is no kernel module: %s"
+                            % (kver, name, info["error"]))
             continue
         entry["vermagic"], entry["compression"] = info["vermagic"], info["compression"]
         try:
@@ -95,6 +106,9 @@ def prove_installed(sysroot, kver, require_symbol=True, version=None, other_modu
         out["modules"][name] = entry
         if facts is None:
             problems.append("%s is missing" % m["path"])
+            continue
+        if "error" in facts:
+            problems.append("%s differs from the verified build: %s" % (m["path"], facts["error"]))
             continue
         entry.update(vermagic=facts["vermagic"], srcversion=facts["srcversion"], signed=facts["signed"],
                      compression=facts["compression"])
@@ -148,7 +162,7 @@ def prove_running(sysroot, kver, require_loaded=("sunrpc",), nvidia_fs="auto", c
         loaded = sysroot.isdir("/sys/module/%s" % sysname)
         live = sysroot.read("/sys/module/%s/srcversion" % sysname) if loaded else None
         facts = _installed_module_facts(sysroot, m["path"], codecs)
-        want = facts["srcversion"] if facts else m.get("srcversion")
+        want = facts["srcversion"] if facts and "error" not in facts else m.get("srcversion")
         entry = {"loaded": loaded, "srcversion_loaded": live, "srcversion_installed": want}
         out["modules"][name] = entry
         if not loaded:

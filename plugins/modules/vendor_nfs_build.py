@@ -421,10 +421,7 @@ def run_module(module):
     result["compression"] = {"modules": sorted(set(m.get("compression") or "none" for m in manifest["modules"]))}
     if p["install"]:
         target = kb.target_compression(sysroot, kver)
-        method = p["install_method"]
-        if method == "auto":
-            method = "package" if sysroot.is_host and any(a["kind"] in ("deb", "rpm") for a in manifest["artifacts"]) \
-                else "copy"
+        method = kb.resolve_method(sysroot, manifest, p["install_method"])
         places = kb.placements(manifest, method, target["compression"])
         result["drift"] = kb.install_drift(sysroot, manifest, places, codecs)
         inst = kb.install(run, tools, sysroot, cache_dir, manifest, method=method, initramfs=p["initramfs"],

@@ -246,3 +246,20 @@ def test_gate_other_modules_on_a_compressed_tree(tmp_path, kind):
 def test_initramfs_has_modules(listing, names, expected):
     run = lambda argv, env=None: (0, listing, "")  # noqa: E731
     assert kb.initramfs_has_modules(run, {"lsinitramfs": "lsinitramfs"}, "/boot/initrd.img-K", names) is expected
+
+
+@needs_zstd
+def test_unreadable_module_is_a_problem_missing_zstd_is_an_error(tmp_path, monkeypatch):
+    man, cache = build(tmp_path, {"sunrpc.ko": elf("sunrpc", "S1"), "rpcrdma.ko": elf("rpcrdma", "R1")}, "kbuild")
+    sysroot = node(tmp_path, "zstd")
+    kb.install(FakeDepmod(sysroot.root), {"depmod": "depmod"}, sysroot, cache, man)
+    sysroot.write_file_atomic(BUNDLE + "sunrpc.ko.zst", b"\x28\xb5\x2f\xfd not really zstd")
+    gate = kb.prove_installed(sysroot, KVER)
+    assert not gate["proven"]
+    assert [p for p in gate["problems"] if p.startswith(BUNDLE + "sunrpc.ko.zst differs from the verified build")]
+    monkeypatch.setattr(kc, "_import_zstd", lambda: (None, None))
+    none = kc.Codecs(tools={"zstd": None, "unzstd": None})
+    with pytest.raises(kc.CodecUnavailable, match="install the zstd tool"):
+        kb.prove_installed(sysroot, KVER, codecs=none)
+    with pytest.raises(kc.CodecUnavailable):
+        kb.install_plan(sysroot, man, "copy", codecs=none)
