@@ -19,6 +19,14 @@ description:
   - The tarball's sha256 is verified before anything else. It is extracted on a case-sensitive directory (the vendor
     tarball ships C(Makefile) and C(makefile); on a case-insensitive mount the build silently produces nothing) and
     case-colliding names are reported in RV(collisions).
+  - Extraction is safe against a hostile tarball. A member with an absolute path, a C(..) component, a control
+    character, a device node or a FIFO is refused before anything is written. Every member's path and link target is
+    resolved against what is already extracted, so a chain of symbolic links cannot lead out of the tree, a hard link
+    must name a file already extracted, and a member never replaces an entry (a directory may repeat). Setuid, setgid
+    and sticky bits and group/other write are stripped, and files belong to the user that runs the module. Python's
+    tarfile C(data) filter (PEP 706, Python 3.12 and the 3.8.17/3.9.17/3.10.12/3.11.4 backports) runs as well where
+    the Python has it. The tree is extracted into a fresh private directory and moved into place only when the
+    whole extraction succeeded, so a refused tarball leaves nothing behind. The message names the member.
   - The build runs in a podman container that is not privileged, has no network (C(--network none)), no
     capabilities (C(--cap-drop all)), a read-only source mount and a separate output directory, in a builder image
     holding the target kernel's headers. When the image is missing the module creates it from Debian packages
@@ -28,12 +36,29 @@ description:
     field of its vermagic, the RDMA transport C(rpcrdma) exports C(rpcrdma_register_nvfs_dma_ops) (the hook
     nvidia-fs needs), the package lists the modules below C(/lib/modules/<kernel>/), and with signing every module
     carries a signature. A build that produced no module fails.
+  - Compressed modules are handled everywhere they are read, verified, signed and installed. A package or a build
+    may hold C(.ko.gz), C(.ko.xz) or C(.ko.zst) modules (what DKMS and vendor build scripts produce for a kernel
+    built with C(CONFIG_MODULE_COMPRESS_*), such as C(.ko.zst) on Ubuntu 24.04 and C(.ko.xz) on RHEL 9), and a
+    Debian package's data may be C(data.tar.zst) (dpkg's default on Ubuntu). The format is told by the magic
+    bytes, as libkmod does. gzip and xz are read with the Python standard library. zstd is read with the standard library's
+    C(compression.zstd) (Python 3.14+), else the C(zstandard) Python package, else the C(zstd) or C(unzstd) tool.
+    Without any of them the module fails saying what to install. RV(compression.codecs) tells which was used.
+  - Signing (O(signing_key)) signs compressed modules too. The container decompresses them, runs C(sign-file) and
+    compresses them again the way the kernel's C(modules_install) does. The builder image created by the module
+    carries C(xz-utils) and C(zstd) for that.
   - Builds are cached by (source sha256, profile, kernel, signing certificate); the same key is a no-op.
   - With O(install=true) the verified modules are installed for the target kernel without loading anything (the
     package, or a copy to C(/lib/modules/<kernel>/updates/bundle/)), C(depmod <kernel>) runs, the initramfs of that
     kernel is regenerated when it carries the NFS stack, and the installation is recorded in
     C(/etc/gpufabric/vendor_nfs.json) for the pre-reboot gate (M(gpufabric.node.vendor_nfs_proof)). Loading the
     client in place would unmount every NFS filesystem of the node, so the new client takes effect at the next boot.
+  - The modules of a package are installed as the package has them (what dpkg or rpm would install). Bare modules
+    (O(profile=kbuild)) are copied in the compression of the target kernel. That compression is read from the
+    kernel's own C(/lib/modules/<kernel>/kernel/**) files, else from C(CONFIG_MODULE_COMPRESS_*) in
+    C(/boot/config-<kernel>) (or C(/lib/modules/<kernel>/config), the headers' C(.config)), else uncompressed, and it is
+    returned in RV(install.compression). Installed files are compared by their decompressed content. Another
+    variant of the same module in the same directory (C(sunrpc.ko) beside C(sunrpc.ko.zst), which depmod could
+    pick instead) is drift and is removed.
 author:
   - gpufabric developers (@gpufabric)
 options:
@@ -149,6 +174,8 @@ attributes:
     description: Linux hosts with podman (build) and kmod (install).
 notes:
   - Needs podman (rootful or rootless) where a build happens; debootstrap and tar to create the builder image.
+  - Reading C(.ko.zst) modules or C(data.tar.zst) packages needs the C(zstd) tool or the C(zstandard) Python package
+    on the host that runs the module (Python 3.14+ has zstd in its standard library).
   - Copy a cache entry and the tarball to a node to install there without building (the cache is hit).
 """
 
@@ -205,7 +232,9 @@ artifact_dir:
   returned: success
   type: str
 modules:
-  description: Per module C(name), C(installed_path), C(vermagic), C(srcversion), C(sha256), C(signed), C(signer).
+  description:
+    - Per module C(name), C(installed_path), C(vermagic), C(srcversion), C(sha256) (of the decompressed module),
+      C(file_sha256) (of the file as built), C(compression), C(signed), C(signer).
   returned: success
   type: list
   elements: dict
@@ -214,11 +243,29 @@ builder:
   returned: when a build ran
   type: dict
 install:
-  description: C(method), C(actions) (package/copy, depmod, record), whether the C(initramfs) was regenerated.
+  description:
+    - C(method), C(actions) (package/copy, depmod, record), whether the C(initramfs) was regenerated.
+    - C(paths) maps each module to the file it is installed as; C(compression) is the target kernel's module
+      compression (C(compression) one of V(none), V(gzip), V(xz), V(zstd), and the C(source) it was read from).
   returned: when O(install=true)
   type: dict
+  sample: {"method": "copy", "actions": ["copy", "depmod", "record"], "initramfs": false,
+           "paths": {"rpcrdma": "/lib/modules/6.8.0-45-generic/updates/bundle/rpcrdma.ko.zst"},
+           "compression": {"compression": "zstd", "source": "/lib/modules/6.8.0-45-generic/kernel (64 of 64 modules)"}}
+compression:
+  description:
+    - C(modules) lists the compressions of the built modules, C(target) (with O(install=true)) the target kernel's
+      module compression, and C(codecs) which decompressor or compressor served each format (V(python:gzip),
+      V(python:lzma), V(python:compression.zstd), V(python:zstandard) or V(binary:/usr/bin/zstd)).
+  returned: success
+  type: dict
+  sample: {"modules": ["zstd"], "codecs": {"zstd": "binary:/usr/bin/zstd"},
+           "target": {"compression": "zstd", "source": "/lib/modules/6.8.0-45-generic/kernel (64 of 64 modules)"}}
 drift:
-  description: Modules of the target kernel that differed from the verified build before installing.
+  description:
+    - Modules of the target kernel whose installed content differed from the verified build before installing
+      (C(current) and C(desired) sha256 of the decompressed module, C(path), and C(stale) variants of the same
+      module beside it).
   returned: always
   type: list
   elements: dict
@@ -239,7 +286,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build a
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 OPTIONAL_TOOLS = ("dpkg-deb", "modinfo", "nm", "rpm", "rpm2archive", "debootstrap", "chroot", "tar", "depmod",
-                  "dpkg", "update-initramfs", "dracut", "lsinitramfs")
+                  "dpkg", "update-initramfs", "dracut", "lsinitramfs", "zstd", "unzstd")
 
 
 def make_runner(module):
@@ -313,6 +360,7 @@ def run_module(module):
 
     run = make_runner(module)
     tools = find_tools(module)
+    codecs = kb.Codecs(run, tools)
     sysroot = Sysroot()
     cache_dir = p["cache_dir"]
     t0 = time.time()
@@ -355,7 +403,8 @@ def run_module(module):
         result["builder"] = {"image": image, "created": created, "seconds": round(secs, 2)}
         timings["builder"] = round(secs, 2)
         manifest = kb.build(run, tools, source, sha, kver, p["version"], p["profile"], cache_dir, image, env=env,
-                            signing=signing, required_modules=p["required_modules"], keep_failed=p["keep_failed"])
+                            signing=signing, required_modules=p["required_modules"], keep_failed=p["keep_failed"],
+                            codecs=codecs)
         timings["build"] = manifest["timings"].get("build")
         result["built"] = True
     else:
@@ -369,20 +418,20 @@ def run_module(module):
     if missing:
         raise kb.KmodBuildError("the cached build lacks required modules %s" % ", ".join(missing))
 
+    result["compression"] = {"modules": sorted(set(m.get("compression") or "none" for m in manifest["modules"]))}
     if p["install"]:
-        actions, before = kb.install_plan(sysroot, manifest,
-                                          "package" if p["install_method"] == "package" else "copy")
-        for m in manifest["modules"]:
-            cur = sysroot.path(m["installed_path"])
-            cur_sha = kb.sha256_file(cur) if os.path.isfile(cur) else None
-            if cur_sha != m["sha256"]:
-                result["drift"].append({"concern": "vendor_nfs", "object": "%s/%s" % (kver, m["name"]),
-                                        "key": "sha256", "current": cur_sha, "desired": m["sha256"]})
-        inst = kb.install(run, tools, sysroot, cache_dir, manifest, method=p["install_method"],
-                          initramfs=p["initramfs"], check_mode=module.check_mode)
+        target = kb.target_compression(sysroot, kver)
+        method = kb.resolve_method(sysroot, manifest, p["install_method"])
+        places = kb.placements(manifest, method, target["compression"])
+        result["drift"] = kb.install_drift(sysroot, manifest, places, codecs)
+        inst = kb.install(run, tools, sysroot, cache_dir, manifest, method=method, initramfs=p["initramfs"],
+                          check_mode=module.check_mode, codecs=codecs, compression=target["compression"])
+        inst["compression"] = target
         result["install"] = inst
+        result["compression"]["target"] = target
         if inst["actions"]:
             result["changed"] = True
+    result["compression"]["codecs"] = dict(codecs.used)
     timings["total"] = round(time.time() - t0, 3)
     result["timings"] = timings
     return result

@@ -25,6 +25,10 @@ description:
     registers storage modules only while one of its devices is open - an idle healthy node lists none - so the
     file is never read idle). A node that booted the in-tree NFS stack, or a client whose rpcrdma does not register with
     nvidia-fs, keeps working storage with GDS off and no error anywhere; this is the check that notices.
+  - Modules may be compressed (C(.ko.gz), C(.ko.xz), C(.ko.zst); Ubuntu 24.04's DKMS installs C(.ko.zst)); vermagic,
+    exports and srcversion are read from the decompressed module, and C(modules.dep) entries name the compressed
+    files. zstd needs the C(zstd) or C(unzstd) tool or the C(zstandard) Python package (or, from Python 3.14, its
+    standard library); without one the module fails saying what to install. RV(compression) tells which was used.
   - Fails with every problem listed when the proof does not hold (unless O(fail_on_problems=false)).
 author:
   - gpufabric developers (@gpufabric)
@@ -120,7 +124,7 @@ modules:
   returned: always
   type: dict
 other_modules:
-  description: Per name in O(other_modules) the file modules.dep resolves it to and its vermagic.
+  description: Per name in O(other_modules) the file modules.dep resolves it to, its vermagic and its C(compression).
   returned: when O(stage=installed)
   type: dict
 nfs_bundle_version:
@@ -136,6 +140,12 @@ nvidia_fs:
   type: dict
   sample: {"loaded": true, "device": "/dev/nvidia-fs0", "held": true, "error": null,
            "modules": {"wekafsio": "1", "rpcrdma": "(null)"}}
+compression:
+  description: C(codecs) maps each compression that had to be read to what read it (V(python:gzip), V(python:lzma),
+    V(python:compression.zstd), V(python:zstandard), V(binary:/usr/bin/zstd)).
+  returned: always
+  type: dict
+  sample: {"codecs": {"zstd": "binary:/usr/bin/zstd"}}
 drift:
   description: One entry per failed check (concern C(vendor_nfs)).
   returned: always
@@ -158,6 +168,14 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
 from ansible_collections.gpufabric.node.plugins.module_utils import proof_concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+
+
+def make_runner(module):
+    def run(argv, env=None):
+        envu = {"LC_ALL": "C", "LANG": "C"}
+        envu.update(env or {})
+        return module.run_command(argv, environ_update=envu)
+    return run
 
 
 def main():
@@ -188,14 +206,18 @@ def main():
     if p["other_modules"] and p["stage"] != "installed":
         fail("other_modules is checked at stage=installed (the gate before the reboot)")
     sysroot = Sysroot()
+    codecs = kb.Codecs(make_runner(module), dict((t, module.get_bin_path(t)) for t in ("zstd", "unzstd")))
     try:
         if p["stage"] == "installed":
-            res = kb.prove_installed(sysroot, kver, version=p["version"], other_modules=p["other_modules"])
+            res = kb.prove_installed(sysroot, kver, version=p["version"], other_modules=p["other_modules"],
+                                     codecs=codecs)
         else:
-            res = kb.prove_running(sysroot, kver, require_loaded=p["require_loaded"], nvidia_fs=p["nvidia_fs"])
+            res = kb.prove_running(sysroot, kver, require_loaded=p["require_loaded"], nvidia_fs=p["nvidia_fs"],
+                                   codecs=codecs)
     except (kb.KmodBuildError, OSError, IOError) as e:
         fail("vendor NFS client proof for %s could not be read: %s" % (kver, e))
     res.pop("record", None)
+    res["compression"] = {"codecs": dict(codecs.used)}
     res["changed"] = False
     res["drift"] = [{"concern": "vendor_nfs", "object": kver, "key": p["stage"], "current": prob,
                      "desired": "proven"} for prob in res["problems"]]

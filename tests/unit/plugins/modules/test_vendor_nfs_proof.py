@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import shutil
 import sys
 
 import pytest
@@ -158,3 +159,36 @@ def test_other_modules_gate(node, monkeypatch, present, built_for, names, proven
 def test_other_modules_bad_input(node, monkeypatch, args, needle):
     res = run_module(vendor_nfs_proof, dict(args, kernel_release=KVER), monkeypatch=monkeypatch)
     assert res["failed"] and needle in res["msg"]
+
+
+@pytest.mark.skipif(not shutil.which("zstd"), reason="the zstd tool is not installed")
+def test_gate_on_a_ko_zst_tree(node, monkeypatch):
+    """Ubuntu 24.04's DKMS installs nvidia.ko.zst: the gate failed with "not an ELF file"; it now reads it with
+    the host's zstd and says so in the result."""
+    rel = "updates/dkms/nvidia.ko.zst"
+    node.write_file_atomic("/lib/modules/%s/%s" % (KVER, rel),
+                           vf.compress_module(vf.make_module_elf("nvidia", KVER + " SMP mod_unload"), "zstd"))
+    dep = node.read_raw("/lib/modules/%s/modules.dep" % KVER)
+    node.write_file_atomic("/lib/modules/%s/modules.dep" % KVER, dep + rel + ":\n")
+    res = run_module(vendor_nfs_proof, {"stage": "installed", "kernel_release": KVER, "other_modules": ["nvidia"]},
+                     monkeypatch=monkeypatch)
+    assert not res.get("failed"), res.get("msg")
+    assert res["proven"] and res["other_modules"]["nvidia"]["compression"] == "zstd"
+    assert res["compression"]["codecs"]["zstd"] in ("binary:%s" % shutil.which("zstd"), "python:zstandard",
+                                                   "python:compression.zstd")
+
+
+def test_gate_without_any_zstd_is_an_error_saying_what_to_install(node, monkeypatch):
+    from ansible_collections.gpufabric.node.plugins.module_utils import kmod_compress
+    rel = "updates/dkms/nvidia.ko.zst"
+    node.write_file_atomic("/lib/modules/%s/%s" % (KVER, rel), b"\x28\xb5\x2f\xfd" + b"\0" * 32)
+    dep = node.read_raw("/lib/modules/%s/modules.dep" % KVER)
+    node.write_file_atomic("/lib/modules/%s/modules.dep" % KVER, dep + rel + ":\n")
+    monkeypatch.setattr(kmod_compress, "_import_zstd", lambda: (None, None))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    from ansible.module_utils import basic
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: None)
+    res = run_module(vendor_nfs_proof, {"stage": "installed", "kernel_release": KVER, "other_modules": ["nvidia"]},
+                     monkeypatch=monkeypatch)
+    assert res["failed"] and "could not be read" in res["msg"] and "install the zstd tool" in res["msg"]
+    assert res["concerns"]["vendor_client"]["status"] == "error"

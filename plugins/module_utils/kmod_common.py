@@ -1,0 +1,92 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Shared pieces of the vendor NFS client build chain (``kmod_build``): constants, the error type,
+input validation, file digests.
+
+This file is private to the collection: no stable API is promised.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import re
+
+
+STATE_FILE = "/etc/gpufabric/vendor_nfs.json"
+RDMA_MODULE = "rpcrdma"
+NVFS_SYMBOL = "rpcrdma_register_nvfs_dma_ops"
+BUNDLE_PARAM = "nfs_bundle_version"
+SIGNATURE_MAGIC = b"~Module signature appended~\n"
+BUILDER_IMAGE = "localhost/gpufabric-kbuild"
+# xz-utils and zstd: signing compressed modules (decompress, sign, compress again)
+BUILDER_PACKAGES = ["build-essential", "kmod", "ca-certificates", "libssl3", "xz-utils", "zstd"]
+CACHE_FORMAT = 1
+MANIFEST_MODULE_KEYS = ("name", "installed_path", "package", "vermagic", "srcversion", "sha256", "signed", "signer",
+                        "parameters", "compression", "file_sha256")
+
+# Build profiles: the command run in the unpacked source tree inside the container, and where outputs land.
+PROFILES = {
+    "vastnfs": {
+        "argv": ["./build.sh", "bin"],
+        "outputs": ["dist/*.deb", "dist/*.rpm"],
+        "package": True,
+    },
+    "kbuild": {
+        "argv": ["make", "-C", "/lib/modules/{kver}/build", "M=/tmp/gpufabric-build", "modules"],
+        "outputs": ["**/*.ko"],
+        "package": False,
+    },
+}
+
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_KVER_RE = re.compile(r"^[0-9]+\.[0-9]+[A-Za-z0-9._+~-]*$")
+MODULE_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,55}$")
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]*$")
+
+
+class KmodBuildError(Exception):
+    """A step of the build chain failed; the message says which and why, ``details`` carries the evidence."""
+
+    def __init__(self, msg, **details):
+        Exception.__init__(self, msg)
+        self.details = details
+
+
+# --------------------------------------------------------------------------- validation
+
+def validate_sha256(value):
+    v = (value or "").strip().lower()
+    if v.startswith("sha256:"):
+        v = v[len("sha256:"):]
+    if not _SHA256_RE.match(v):
+        raise ValueError("sha256 must be 64 hexadecimal characters, got %r" % (value,))
+    return v
+
+
+def validate_kver(value):
+    if not value or not _KVER_RE.match(value) or "/" in value:
+        raise ValueError("kernel release %r does not look like a kernel release (e.g. 6.1.0-50-amd64)" % (value,))
+    return value
+
+
+def validate_version(value):
+    if not value or not _VERSION_RE.match(value):
+        raise ValueError("version %r: use letters, digits and . _ + ~ - only" % (value,))
+    return value
+
+
+def validate_profile(value):
+    if value not in PROFILES:
+        raise ValueError("unknown build profile %r (known: %s)" % (value, ", ".join(sorted(PROFILES))))
+    return value
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
