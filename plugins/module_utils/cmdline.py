@@ -23,7 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns
-from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_args import (  # noqa: F401 (re-exported)
+from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_args import (  # noqa: F401 (re-exported)  # pylint: disable=unused-import
     BOOL_KEYS,
     CUMULATIVE_KEYS,
     IOMMU_X86_OPTIONS,
@@ -58,7 +58,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_args import
     validate,
     validate_pci_dev_list,
 )
-from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_detect import (  # noqa: F401
+from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_detect import (  # noqa: F401  # pylint: disable=unused-import
     DRIVEN,
     KINDS,
     Found,
@@ -66,7 +66,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_detect impo
     detect,
     why,
 )
-from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_grub import (  # noqa: F401
+from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_grub import (  # noqa: F401  # pylint: disable=unused-import
     GRUB_DEFAULT,
     GRUB_DROPIN,
     GRUB_DROPIN_DIR,
@@ -77,7 +77,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_grub import
     remaining,
     render_dropin,
 )
-from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_grubby import (  # noqa: F401
+from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_grubby import (  # noqa: F401  # pylint: disable=unused-import
     GrubbyBackend,
     parse_grubby_info,
 )

@@ -44,7 +44,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 # Validation and planning live in dcb_plan.py (plain functions, no I/O); re-exported here.
-from ansible_collections.gpufabric.node.plugins.module_utils.dcb_plan import (  # noqa: F401
+from ansible_collections.gpufabric.node.plugins.module_utils.dcb_plan import (  # noqa: F401  # pylint: disable=unused-import
     CONCERN, DEFAULT_DSCP_MAP, DEFAULT_OTHER_APP, DEFAULT_PFC_PRIORITIES, MLX5_DRIVERS, OTHER_APP_CHOICES,
     OTHER_SELECTORS, TRUST_CHOICES, TSA_CHOICES, DcbValidationError, normalize_desired, plan_rail)
 from ansible_collections.gpufabric.node.plugins.module_utils.dcb_plan import dscp_value as _dscp_value
@@ -216,14 +216,14 @@ def dcb_version(run):
     rc, out, err = _run(run, ["dcb", "-V"])
     if rc != 0:
         raise DcbToolError("dcb -V failed (rc=%s): %s; install iproute2 >= 5.12"
-                       % (rc, (err or out or "").strip()))
+                           % (rc, (err or out or "").strip()))
     try:
         version = parse_version(out or err)
     except DcbError as e:
         raise DcbToolError(str(e))
     if version < MIN_DCB_APP_VERSION:
         raise DcbToolError("dcb of iproute2 %s is too old: 'dcb app' needs iproute2 >= 5.12"
-                       % ".".join(str(v) for v in version))
+                           % ".".join(str(v) for v in version))
     return version
 
 
@@ -445,7 +445,7 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
             ran.append(argv)
             if rc != 0:
                 res["error"] = "%s failed on rail %s (rc=%s): %s" % (" ".join(argv), netdev, rc,
-                                                                    (err or out or "").strip())
+                                                                     (err or out or "").strip())
                 break
             res["_ok"] += 1
     touched = [r for r in rail_res if not check_mode and r["commands"] and r["before"] is not None]
@@ -467,7 +467,7 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
         if res["after"] is None and res["before"] is not None and not res["commands"]:
             res["after"] = res["before"]
         res["result"] = results.FAILED if res["error"] else (results.CHANGED if res["commands"]
-                                                              else results.UNCHANGED)
+                                                             else results.UNCHANGED)
         # a rail whose read-back failed after commands worked on it may have changed: say so
         res["changed"] = res["result"] == results.CHANGED or bool(res["changes"]) or (
             res["_ok"] > 0 and res["after"] is None)

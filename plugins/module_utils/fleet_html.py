@@ -122,10 +122,8 @@ def topology_svg(n, host="node"):
             % (width, height, width, height, esc(host), "".join(parts), "".join(lines), "".join(legend)))
 
 
-
 # ----------------------------------------------------------------------------------------------
 # HTML
-
 CSS = """
 *,*::before,*::after{box-sizing:border-box}
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;background:#f4f6f8;color:#1d2733}
@@ -280,7 +278,7 @@ def _node_html(host, n):
     out.append("</div><div><h3>GPUDirect Storage</h3>")
     if n["gds"] is None:
         out.append('<p class="muted">No GDS verdict given%s.</p>' % (" (GDS is wanted on this node)"
-                                                                    if n["gds_wanted"] else ""))
+                                                                     if n["gds_wanted"] else ""))
     else:
         ok = n["gds"]["ok"]
         out.append('<p><span class="%s">%s</span></p>' % ("good" if ok else "bad", "GDS works" if ok else "GDS failing"))

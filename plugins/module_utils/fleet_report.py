@@ -252,7 +252,7 @@ def to_markdown(rep):
             if c is not None:
                 label, detail = cm.describe(c)
                 lines.append("| %s | %s | %s |" % (cm.TITLES[name], label if c["status"] == cm.OK else label.upper(),
-                                                    _md(detail)))
+                                                   _md(detail)))
         if n["unreachable"]:
             continue
         for i in n["drift"]:

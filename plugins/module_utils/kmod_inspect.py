@@ -31,7 +31,7 @@ class ElfFile(object):
         if data[:4] != b"\x7fELF":
             kind = sniff(data)
             raise KmodBuildError("%s is not an ELF file%s" % (what, " (it is %s-compressed: decompress it first)" % kind
-                                                               if kind not in (None, "none") else ""))
+                                                              if kind not in (None, "none") else ""))
         self.data = data
         self.is64 = data[4] == 2
         self.end = "<" if data[5] == 1 else ">"

@@ -32,8 +32,8 @@ import tempfile
 
 from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_modules
 from ansible_collections.gpufabric.node.plugins.module_utils import topology
-from ansible_collections.gpufabric.node.plugins.module_utils.nvfs_modules import parse_modules  # noqa: F401
-from ansible_collections.gpufabric.node.plugins.module_utils.nvfs_parse import (  # noqa: F401
+from ansible_collections.gpufabric.node.plugins.module_utils.nvfs_modules import parse_modules  # noqa: F401  # pylint: disable=unused-import
+from ansible_collections.gpufabric.node.plugins.module_utils.nvfs_parse import (  # noqa: F401  # pylint: disable=unused-import
     BUNDLE_PARAM, COUNTER_KEYS, CUFILE_JSON, MIB, MODULES, NVFS_PROC, RW_STATS_PARAM, STATS, VERSION, GdsError,
     counter_delta, counters, cufile_config, load_cufile_json, mount_for, mount_proto, parse_mountinfo,
     parse_proc_mounts, parse_stats, parse_version, render_cufile_json, strip_json_comments)

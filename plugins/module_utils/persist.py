@@ -48,7 +48,7 @@ DEFAULT_SYSTEMCTL = "/usr/bin/systemctl"
 UNIT_SEARCH = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
                "/usr/lib/systemd/system", "/lib/systemd/system")
 CONFIG_DIRS = (("/etc/systemd/system", "enabled", "masked"), ("/run/systemd/system", "enabled-runtime",
-                                                               "masked-runtime"))
+                                                              "masked-runtime"))
 
 
 class PersistError(Exception):
@@ -191,7 +191,7 @@ def layout_state(sysroot, unit):
             if line.startswith("[") and line.endswith("]"):
                 section = line[1:-1]
             elif section == "Install" and line.split("=", 1)[0].strip() in ("WantedBy", "RequiredBy", "Alias",
-                                                                               "Also"):
+                                                                            "Also"):
                 return "disabled"
     return "static"
 

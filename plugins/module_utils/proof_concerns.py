@@ -32,7 +32,7 @@ def gds_status(result, items, check_mode):
         return concerns.status(concerns.DRIFT, "check mode: %d precondition(s) fail: %s" % (
             len(failed), "; ".join("%s: %s" % (p["name"], p["reason"]) for p in failed)), items)
     return concerns.status(concerns.DRIFT, "GDS is not active: %s" % " ".join(result.get("reasons") or
-                                                                               ["the test transfer proved nothing."]),
+                                                                              ["the test transfer proved nothing."]),
                            items)
 
 

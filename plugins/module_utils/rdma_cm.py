@@ -297,7 +297,7 @@ def apply_tos(sysroot, devices_ports, tos, check_mode, run=None, wait_timeout=PO
                         if entry["after"] != entry["before"]:
                             result["changed"] = True
                         if entry["after"] != tos:
-                            raise RdmaCmError("wrote %d to %s but it reads back %d"
+                            raise RdmaCmError("wrote %d to %s but it reads back %s"
                                               % (tos, _tos_attr(ibdev, port), entry["after"]))
                         result["actions"].append("%s/%d default_roce_tos %s -> %d"
                                                  % (ibdev, port, entry["before"], tos))

@@ -172,7 +172,7 @@ def to_markdown(report, title="gpufabric drift report", fixed=None):
                 continue
             label, detail = cm.describe(c, fixed)
             lines.append("| %s | %s | %s |" % (cm.TITLES[name], label.upper() if c["status"] != cm.OK else label,
-                                                _cell(detail)))
+                                               _cell(detail)))
         if n["items"]:
             lines.extend(["", "| concern | object | setting | current | desired | result |",
                           "|---|---|---|---|---|---|"])

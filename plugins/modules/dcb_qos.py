@@ -38,7 +38,7 @@ description:
     added. Where the driver supports C(dcb apptrust) (iproute2 6.2 or later), the module also sets the trust order.
   - Each rail is configured on its own. When a rail cannot be read, a command fails on it or it does not read back
     as requested, the module goes on with the other rails and fails at the end with a message naming every failed
-    rail; RV(changed) then says whether any rail was changed and RV(results) what happened to each.
+    rail; C(changed) then says whether any rail was changed and RV(results) what happened to each.
   - The module records the requested state in the C(dcb) section of C(/etc/gpufabric/state.json). A rail that
     failed keeps what was recorded for it before, so the boot-time applier re-applies to every rail what it has.
   - The DCB state is runtime state, lost at reboot and driver reload; the boot-time applier re-applies it with the

@@ -27,7 +27,7 @@ description:
     Only bits that the ACS capability register says are implemented are cleared.
   - Every bridge is resolved and read before anything is written; when one cannot be read, nothing is written.
     A write that fails (or does not read back) fails that bridge only; the others are still written, and the task
-    fails at the end naming every failed bridge, with RV(changed) and RV(results) saying what was cleared.
+    fails at the end naming every failed bridge, with C(changed) and RV(results) saying what was cleared.
   - The runtime write takes effect at once and is lost at reboot (the kernel sets ACS again during enumeration
     when an IOMMU is on). O(persist) decides how it is kept.
 author:

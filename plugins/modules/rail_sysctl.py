@@ -20,7 +20,7 @@ description:
     a rail appears later.
   - The kernel uses C(max(all, <iface>)) for these three settings, so C(all) always gets the same values as the rails.
   - Each setting is written on its own. When one cannot be written or does not read back, the module goes on with
-    the others (and with routing), and fails at the end naming every failed setting; RV(changed) and RV(results)
+    the others (and with routing), and fails at the end naming every failed setting; C(changed) and RV(results)
     say what was changed. The file keeps the line it had for a failed setting, so the boot applies what the
     interface has.
   - With O(routing=true) each rail gets its own routing table (O(routing_table_base) + position of the rail in

@@ -22,7 +22,7 @@ description:
     value, reads it back and fails when it differs.
   - Each port is set on its own. When a device group cannot be created, its ports do not appear, or a value cannot
     be written or does not read back, the module goes on with the other ports and fails at the end naming every
-    failed port; RV(changed) and RV(results) say what was changed. A rail (or device) with a failed port keeps
+    failed port; C(changed) and RV(results) say what was changed. A rail (or device) with a failed port keeps
     what C(state.json) recorded for it before.
   - The value is not persistent. It is reset to 0 whenever the RDMA device registers (boot, driver reload, firmware
     reset); removing the configfs group does not reset it. The module records the rails (or devices) and the ToS
@@ -263,7 +263,7 @@ def main():
     if bad_ports:
         msg = results.failure_message("setting default_roce_tos", "port(s)", res["results"])
         out["concerns"] = {"rdma_cm": concerns.error("rdma_cm", msg, items=results.annotate(out["drift"],
-                                                                                             res["results"]))}
+                                                                                            res["results"]))}
         module.fail_json(msg=msg, **out)
     out["concerns"] = {"rdma_cm": concerns.from_items("rdma_cm", out["drift"], module.check_mode)}
     module.exit_json(**out)

@@ -227,7 +227,7 @@ def layout_problems(html_path, width, tmp_path, tag, extra_css=""):
     probe = str(tmp_path / ("probe-%s.html" % tag))
     with open(probe, "w") as f:
         f.write(page.replace("</body>", "%s%s</body>" % ("<style>%s</style>" % extra_css if extra_css else "",
-                                                          LAYOUT_CHECK)))
+                                                         LAYOUT_CHECK)))
     png = str(tmp_path / ("fleet-%s.png" % tag))
     argv = [CHROMIUM] + [f for f in FLAGS if f != "--hide-scrollbars"] + [
         "--user-data-dir=%s" % (tmp_path / ("profile-%s" % tag)), "--window-size=%d,4200" % width, "--dump-dom",

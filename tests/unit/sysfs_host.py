@@ -98,8 +98,7 @@ def walk(devices, parents=()):
     """Yield (device, [ancestor devices]) depth first."""
     for d in devices:
         yield d, list(parents)
-        for x in walk(d.get("children", []), tuple(parents) + (d,)):
-            yield x
+        yield from walk(d.get("children", []), tuple(parents) + (d,))
 
 
 def all_netdevs(model):
@@ -213,7 +212,7 @@ class _Writer(object):
             parent_dir = vdir
         ndir = "%s/net/%s" % (parent_dir, name)
         mac = nd.get("mac") or "02:00:00:%02x:%02x:%02x" % (self.ifindex >> 16 & 0xFF, self.ifindex >> 8 & 0xFF,
-                                                             self.ifindex & 0xFF)
+                                                            self.ifindex & 0xFF)
         for k, v in (("address", mac), ("dev_port", nd.get("dev_port", 0)), ("ifindex", self.ifindex),
                      ("type", 1), ("operstate", "up")):
             self.write("%s/%s" % (ndir, k), v)

@@ -121,7 +121,7 @@ def test_unreadable_values_are_skipped_by_the_rules():
     # the map cannot be read: no rule that needs it fires, the others still do
     doc = dict(ROLE_DEFAULTS, dscp_map=[{"dscp": 99, "priority": 3}], tos=96)
     assert [pair_of(x) for x in desired.contradictions(doc)] == [("tos", "expected_dscp"), ("ecn", "tos"),
-                                                                  ("nccl_ib_tc", "tos")]
+                                                                 ("nccl_ib_tc", "tos")]
 
 
 @pytest.mark.parametrize("doc,error", [([], TypeError), ({"colour": 1}, KeyError)])

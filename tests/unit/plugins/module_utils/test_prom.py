@@ -255,7 +255,7 @@ NODE_CASES = [
     ("translated IOMMU", {"facts": dict(GOOD, iommu={"mode": "translated"}), "node": {"concerns": ALL_OK}},
      dict((n, "ok") for n in ALL_OK), 0),
     ("cross-NUMA pair", {"facts": dict(GOOD, pairing=[{"gpu": "g", "nic": "n", "netdev": "ens3np0", "relation": "SYS",
-                                                           "cross_numa": True}]),
+                                                       "cross_numa": True}]),
                          "node": {"concerns": ALL_OK}}, dict((n, "ok") for n in ALL_OK), 0),
     ("nvidia-fs missing, GDS wanted", {"facts": dict(GOOD, nvidia_fs={"loaded": False}),
                                        "node": {"concerns": ALL_OK, "gds_wanted": True}},

@@ -22,7 +22,7 @@ def test_h200_microvm(tmp_path):
     assert (g["bdf"], g["model"], g["numa"], g["numa_source"]) == ("0000:00:06.0", "H200 SXM", 0, "single_node")
     [n] = facts["nics"]
     assert (n["bdf"], n["driver"], n["netdevs"], n["rdma"], n["numa"]) == ("0000:00:03.0", "virtio-pci", ["eth0"],
-                                                                          False, 0)
+                                                                           False, 0)
     assert facts["numa_nodes"] == [{"node": 0, "cpulist": "0-15"}]
     assert facts["rails"] == [] and facts["pairing"] == [] and facts["path_bridges"] == []
     assert facts["pairing_reason"].startswith("no RDMA NIC to pair with: no RDMA device in /sys/class/infiniband")

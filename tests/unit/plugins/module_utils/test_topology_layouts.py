@@ -397,8 +397,8 @@ def test_device_removed_mid_walk(tmp_path):
 def test_two_level_bridge_without_acs(tmp_path):
     model = host(rbus("0000:30", 0, rp("0000:30:01.0", up(
         "0000:31:00.0", down("0000:32:00.0", bridge("0000:33:00.0", gpu("0000:34:00.0"), nic("0000:34:01.0",
-                                                                                               "ens1np0",
-                                                                                               "mlx5_0")))))))
+                                                                                             "ens1np0",
+                                                                                             "mlx5_0")))))))
     facts = T.discover(build(str(tmp_path), model))
     [p] = facts["pairing"]
     assert p["relation"] == "PIX" and p["bridges"] == ["0000:33:00.0"] and p["switch"] == "0000:33:00.0"

@@ -83,7 +83,7 @@ def _endpoint(draw, ids, bus, dev, bonds):
             if nfun == 1 and draw(st.integers(0, 4)) == 0:          # dual-port function
                 f["netdevs"].append({"name": ids.netdev(), "dev_port": 1})
         vfs = []
-        for _ in range(draw(st.integers(0, 2))):
+        for _vf in range(draw(st.integers(0, 2))):
             vf = {"bdf": "%s.%d" % (base, vf_fn), "netdev": ids.netdev("vf")}
             vf_fn += 1
             if draw(st.booleans()):
@@ -136,7 +136,7 @@ def hosts(draw):
     ids = _Ids()
     nodes = draw(st.sampled_from([{0: "0-7"}, {0: "0-7", 1: "8-15"}]))
     buses, bonds = [], []
-    for _ in range(draw(st.integers(1, 3))):
+    for _bus in range(draw(st.integers(1, 3))):
         bus = ids.next_bus()
         devices = []
         for dev in range(1, draw(st.integers(1, 3)) + 1):

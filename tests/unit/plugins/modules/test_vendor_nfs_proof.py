@@ -175,7 +175,7 @@ def test_gate_on_a_ko_zst_tree(node, monkeypatch):
     assert not res.get("failed"), res.get("msg")
     assert res["proven"] and res["other_modules"]["nvidia"]["compression"] == "zstd"
     assert res["compression"]["codecs"]["zstd"] in ("binary:%s" % shutil.which("zstd"), "python:zstandard",
-                                                   "python:compression.zstd")
+                                                    "python:compression.zstd")
 
 
 def test_gate_without_any_zstd_is_an_error_saying_what_to_install(node, monkeypatch):
