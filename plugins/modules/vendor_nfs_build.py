@@ -42,7 +42,7 @@ description:
     Debian package's data may be C(data.tar.zst) (dpkg's default on Ubuntu). The format is told by the magic
     bytes, as libkmod does. gzip and xz are read with the Python standard library. zstd is read with the standard library's
     C(compression.zstd) (Python 3.14+), else the C(zstandard) Python package, else the C(zstd) or C(unzstd) tool.
-    Without any of them the module fails saying what to install. RV(compression.codecs) tells which was used.
+    Without any of them the module fails saying what to install. RV(compression) (its C(codecs)) tells which was used.
   - Signing (O(signing_key)) signs compressed modules too. The container decompresses them, runs C(sign-file) and
     compresses them again the way the kernel's C(modules_install) does. The builder image created by the module
     carries C(xz-utils) and C(zstd) for that.
@@ -56,7 +56,7 @@ description:
     (O(profile=kbuild)) are copied in the compression of the target kernel. That compression is read from the
     kernel's own C(/lib/modules/<kernel>/kernel/**) files, else from C(CONFIG_MODULE_COMPRESS_*) in
     C(/boot/config-<kernel>) (or C(/lib/modules/<kernel>/config), the headers' C(.config)), else uncompressed, and it is
-    returned in RV(install.compression). Installed files are compared by their decompressed content. Another
+    returned in RV(install) (its C(compression)). Installed files are compared by their decompressed content. Another
     variant of the same module in the same directory (C(sunrpc.ko) beside C(sunrpc.ko.zst), which depmod could
     pick instead) is drift and is removed.
 author:

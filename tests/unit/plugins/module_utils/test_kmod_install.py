@@ -244,7 +244,8 @@ def test_gate_other_modules_on_a_compressed_tree(tmp_path, kind):
     ("usr/lib/modules/K/updates/rpc-rdma.ko\n", ["rpc_rdma"], True),
 ])
 def test_initramfs_has_modules(listing, names, expected):
-    run = lambda argv, env=None: (0, listing, "")  # noqa: E731
+    def run(argv, env=None):
+        return 0, listing, ""
     assert kb.initramfs_has_modules(run, {"lsinitramfs": "lsinitramfs"}, "/boot/initrd.img-K", names) is expected
 
 

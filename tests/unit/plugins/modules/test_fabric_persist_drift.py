@@ -17,7 +17,8 @@ import pytest
 
 from gpufabric_sim import runtime
 from modrunner import run_module
-from test_fabric_persist import LIB, node  # noqa: F401  pylint: disable=unused-import (node: the fixture)
+# node: the simulated node fixture
+from test_fabric_persist import LIB, node  # noqa: F401  pylint: disable=unused-import
 
 from ansible_collections.gpufabric.node.plugins.module_utils import persist, state
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
