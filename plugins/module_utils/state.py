@@ -425,6 +425,18 @@ def record(sysroot, concern, data, check_mode, path=STATE_FILE, keep=None):
     return changed
 
 
+def record_with_drift(sysroot, concern, data, check_mode, keep=None, path=STATE_FILE):
+    """``record`` for a module: (before_text, after_text, drift item or None). The drift item says the recorded state
+    differs from (or lacks) what the module would record, which the boot-time applier would otherwise re-apply."""
+    changed, before, after = plan_record(sysroot, concern, data, path, keep)
+    record(sysroot, concern, data, check_mode, path, keep)
+    item = None
+    if changed:
+        item = {"concern": concern, "object": path, "key": concern, "current": "differs" if before else "missing",
+                "desired": "recorded"}
+    return before, after, item
+
+
 def forget(sysroot, concern, check_mode, path=STATE_FILE):
     """Remove the section of ``concern``; True when it was there."""
     return record(sysroot, concern, None, check_mode, path)

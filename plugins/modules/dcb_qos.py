@@ -353,16 +353,15 @@ def main():
     out = dict(changed=res["changed"], rails=res["rails"], results=res["results"], drift=list(res["drift"]),
                commands=res["commands"], dcb_version=res["dcb_version"], state_file=state_store.STATE_FILE)
     try:
-        st_changed, st_before, st_after = state_store.plan_record(sysroot, "dcb", section, keep=failed)
-        state_store.record(sysroot, "dcb", section, module.check_mode, keep=failed)
+        st_before, st_after, st_item = state_store.record_with_drift(sysroot, "dcb", section, module.check_mode,
+                                                                     keep=failed)
     except (ValueError, OSError, IOError) as e:
         msg = "recording the DCB state for the boot-time applier failed: %s" % e
         module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg, items=results.annotate(
             out["drift"], res["results"]))}, **out)
-    if st_changed:
-        out["drift"].append({"concern": "dcb", "object": state_store.STATE_FILE, "key": "dcb",
-                             "current": "differs" if st_before else "missing", "desired": "recorded"})
-    out["changed"] = out["changed"] or st_changed
+    if st_item:
+        out["drift"].append(st_item)
+    out["changed"] = out["changed"] or bool(st_item)
     if module._diff:
         out["diff"] = [dict(before=dcb.diff_text(res["rails"], "before"),
                             after=dcb.diff_text(res["rails"], "after"),

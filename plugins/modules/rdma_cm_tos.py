@@ -245,16 +245,15 @@ def main():
     out = dict(changed=res["changed"], ports=res["ports"], results=res["results"], configfs=res["configfs"],
                drift=list(res["drift"]), actions=res["actions"], state_file=state_store.STATE_FILE)
     try:
-        st_changed, st_before, st_after = state_store.plan_record(sysroot, "rdma_cm", section, keep=failed)
-        state_store.record(sysroot, "rdma_cm", section, module.check_mode, keep=failed)
+        st_before, st_after, st_item = state_store.record_with_drift(sysroot, "rdma_cm", section, module.check_mode,
+                                                                     keep=failed)
     except (ValueError, OSError, IOError) as e:
         msg = "recording the ToS for the boot-time applier failed: %s" % e
         module.fail_json(msg=msg, concerns={"rdma_cm": concerns.error("rdma_cm", msg, items=results.annotate(
             out["drift"], res["results"]))}, **out)
-    if st_changed:
-        out["drift"].append({"concern": "rdma_cm", "object": state_store.STATE_FILE, "key": "rdma_cm",
-                             "current": "differs" if st_before else "missing", "desired": "recorded"})
-    out["changed"] = out["changed"] or st_changed
+    if st_item:
+        out["drift"].append(st_item)
+    out["changed"] = out["changed"] or bool(st_item)
     if module._diff:
         out["diff"] = [dict(before=diff_text(res["ports"], "before"), after=diff_text(res["ports"], "after"),
                             before_header=rdma_cm.RDMA_CM, after_header=rdma_cm.RDMA_CM),
