@@ -316,6 +316,11 @@ def plan_rail(netdev, current, desired, driver=None, apptrust=False):
         cmds.append(["dcb", "app", "del", "dev", netdev]
                     + (["dscp-prio"] + ["%d:%d" % e for e in sorted(dels)] if dels else []) + others)
     if desired["trust"] == "pcp" and app["dscp"]:
+        if current["trust"] == desired["trust"]:
+            # a port that already trusts PCP (apptrust) but keeps DSCP entries: each is drift (they classify by
+            # DSCP again as soon as the trust order changes), removed with the flush
+            for d in sorted(app["dscp"]):
+                add_drift("dscp_prio:%d" % d, app["dscp"][d], None)
         cmds.append(["dcb", "app", "flush", "dev", netdev, "dscp-prio"])
     if apptrust and current["trust"] != desired["trust"]:
         cmds.append(["dcb", "apptrust", "set", "dev", netdev, "order", desired["trust"]])
