@@ -40,9 +40,9 @@ DATA_DIRECTION = {"sender": "tx", "receiver": "rx", "storage": "rx"}
 DEFAULT_MIN_BYTES = 1 << 20
 DEFAULT_FLAT_TOLERANCE = 1 << 20
 
-_LINE = re.compile(r"^\s*([A-Za-z0-9_.\-\[\]]+):\s+(-?\d+)\s*$")
-_PRIO = re.compile(r"^(rx|tx)_prio([0-7])_(bytes|packets|discards|pause|pause_duration)$")
-_IFNAME = re.compile(r"^[A-Za-z0-9_.\-:]{1,15}$")
+_LINE = re.compile(r"^\s*([A-Za-z0-9_.\-\[\]]+):\s+(-?\d+)\s*\Z")
+_PRIO = re.compile(r"^(rx|tx)_prio([0-7])_(bytes|packets|discards|pause|pause_duration)\Z")
+_IFNAME = re.compile(r"^[A-Za-z0-9_.\-:]{1,15}\Z")
 
 
 class CountersError(ValueError):

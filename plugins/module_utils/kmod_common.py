@@ -41,10 +41,10 @@ PROFILES = {
     },
 }
 
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-_KVER_RE = re.compile(r"^[0-9]+\.[0-9]+[A-Za-z0-9._+~-]*$")
-MODULE_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,55}$")
-_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]*$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
+_KVER_RE = re.compile(r"^[0-9]+\.[0-9]+[A-Za-z0-9._+~-]*\Z")
+MODULE_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,55}\Z")
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]*\Z")
 
 
 class KmodBuildError(Exception):

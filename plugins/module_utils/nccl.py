@@ -18,7 +18,7 @@ import re
 
 NCCL_CONF = "/etc/nccl.conf"
 DEFAULT_TC = 106
-_VAR = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_VAR = re.compile(r"^[A-Z_][A-Z0-9_]*\Z")
 MANAGED = ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_IB_TC", "NCCL_IB_FIFO_TC", "NCCL_SOCKET_IFNAME")
 
 HEADER = """\

@@ -48,7 +48,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysr
 
 MODULES = "/proc/driver/nvidia-fs/modules"
 DEV_DIR = "/dev"
-_DEVICE = re.compile(r"^nvidia-fs(\d+)$")
+_DEVICE = re.compile(r"^nvidia-fs(\d+)\Z")
 # entries of modules_list[] without registration symbols: listed whether or not a device is held
 PSEUDO = ("wekafsio",)
 # modules_list[] (src/nvfs-dma.c): the name nvidia-fs lists -> the symbol the storage module must export

@@ -64,8 +64,8 @@ PORT_TYPES = {
 }
 
 _CAP_TTL = 48          # as the kernel's PCI_FIND_CAP_TTL
-_BDF_RE = re.compile(r"^(?:([0-9a-fA-F]{1,4}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])$")
-_ROOT_BUS_RE = re.compile(r"^pci([0-9a-fA-F]{4,}):([0-9a-fA-F]{2})$")
+_BDF_RE = re.compile(r"^(?:([0-9a-fA-F]{1,4}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\Z")
+_ROOT_BUS_RE = re.compile(r"^pci([0-9a-fA-F]{4,}):([0-9a-fA-F]{2})\Z")
 
 
 class PciError(ValueError):
@@ -332,7 +332,7 @@ def parse_kernel_path(text):
     first = normalize_bdf(parts[0])
     rest = []
     for p in parts[1:]:
-        m = re.match(r"^([0-9a-fA-F]{1,2})\.([0-7])$", p)
+        m = re.match(r"^([0-9a-fA-F]{1,2})\.([0-7])\Z", p)
         if not m:
             raise ValueError("%r: path element %r is not <dev>.<fn>" % (text, p))
         rest.append((int(m.group(1), 16), int(m.group(2), 16)))

@@ -51,8 +51,8 @@ from ansible_collections.gpufabric.node.plugins.module_utils import concerns as 
 
 PREFIX = "gpufabric_"
 TYPES = ("gauge", "counter", "untyped")
-_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
 
 # ACS control bits whose setting redirects peer-to-peer TLPs upstream: ReqRedir, CmpltRedir, EgressCtrl
 # (the bits pci=disable_acs_redir= clears; pci.ACS_BIT values)

@@ -65,8 +65,8 @@ CONCERNS = ("dcb", "rdma_cm", "acs", "nvidia_fs", "routing")
 ROUTING_STATE_FILE = STATE_DIR + "/routing.json"
 DCB_KEYS = ("dscp_map", "pfc_priorities", "trust", "ets")  # the dcb_qos options recorded with the rails
 
-_IBDEV_RE = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
-_PATH_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](/[0-9a-fA-F]{2}\.[0-7])*$")
+_IBDEV_RE = re.compile(r"^[A-Za-z0-9_.-]{1,63}\Z")
+_PATH_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](/[0-9a-fA-F]{2}\.[0-7])*\Z")
 
 
 class StateError(Exception):

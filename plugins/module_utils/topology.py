@@ -117,7 +117,7 @@ _IOMMU_CMDLINE = re.compile(r"^(iommu|intel_iommu|amd_iommu|iommu\.[a-z_]+)=")
 def numa_nodes(sr):
     out = []
     for name in sr.listdir("/sys/devices/system/node"):
-        m = re.match(r"^node(\d+)$", name)
+        m = re.match(r"^node(\d+)\Z", name)
         if m:
             out.append({"node": int(m.group(1)),
                         "cpulist": sr.read("/sys/devices/system/node/%s/cpulist" % name, "")})

@@ -60,7 +60,7 @@ def host_nodes(sr):
     """Online NUMA node numbers (``/sys/devices/system/node/nodeN``), sorted."""
     out = []
     for name in sr.listdir(NODE_DIR):
-        m = re.match(r"^node(\d+)$", name)
+        m = re.match(r"^node(\d+)\Z", name)
         if m:
             out.append(int(m.group(1)))
     return sorted(out)
@@ -192,7 +192,7 @@ class PciScan(object):
         node, source, text = resolve_numa(raw, self.nodes)
         virtfns = []
         for name in sr.listdir(base):
-            m = re.match(r"^virtfn(\d+)$", name)
+            m = re.match(r"^virtfn(\d+)\Z", name)
             if m:
                 vf = _link_bdf(sr, base + "/" + name)
                 if vf:

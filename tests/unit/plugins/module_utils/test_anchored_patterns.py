@@ -1,0 +1,24 @@
+# -*- coding: utf-8 -*-
+"""Validation patterns end at the end of the string (\\Z), never at a trailing newline ($ lets "x\\n" through)."""
+from __future__ import absolute_import, division, print_function
+
+import pytest
+
+from ansible_collections.gpufabric.node.plugins.module_utils import kmod_common, nccl, pci, prom, state
+
+__metaclass__ = type
+
+
+@pytest.mark.parametrize("pattern,good", [
+    (kmod_common._KVER_RE, "6.1.0-57-amd64"),
+    (kmod_common._VERSION_RE, "4.0.35-gf1"),
+    (kmod_common._SHA256_RE, "0" * 64),
+    (kmod_common.MODULE_NAME_RE, "rpcrdma"),
+    (nccl._VAR, "NCCL_DEBUG"),
+    (state._IBDEV_RE, "mlx5_0"),
+    (pci._BDF_RE, "0000:17:00.0"),
+    (prom._METRIC_NAME, "gpufabric_concern_status"),
+])
+def test_a_trailing_newline_never_matches(pattern, good):
+    assert pattern.match(good)
+    assert not pattern.match(good + "\n")
