@@ -76,15 +76,21 @@ class GrubbyBackend(object):
                 return e
         return ents[0]
 
-    def plan(self, present, absent):
-        ents = self.entries()
-        default = self._default_entry(ents)
-        self.todo = []
+    @staticmethod
+    def _todo(ents, present, absent):
+        """(kernel, added, removed) for every boot entry whose arguments differ from the merged ones."""
+        todo = []
         for e in ents:
             new = merge(e["tokens"], present, absent)
             if new != e["tokens"]:
                 added, removed = token_diff(e["tokens"], new)
-                self.todo.append((e["kernel"], added, removed))
+                todo.append((e["kernel"], added, removed))
+        return todo
+
+    def plan(self, present, absent):
+        ents = self.entries()
+        default = self._default_entry(ents)
+        self.todo = self._todo(ents, present, absent)
         new_default = merge(default["tokens"], present, absent)
         plan = Plan(default["tokens"], new_default, 'args="%s"\n' % default["args"],
                     'args="%s"\n' % join_kernel(new_default),
@@ -113,12 +119,7 @@ class GrubbyBackend(object):
     def apply(self, plan, present, absent):
         for _pass in range(self.max_passes):
             ents = self.entries()
-            self.todo = []
-            for e in ents:
-                new = merge(e["tokens"], present, absent)
-                if new != e["tokens"]:
-                    added, removed = token_diff(e["tokens"], new)
-                    self.todo.append((e["kernel"], added, removed))
+            self.todo = self._todo(ents, present, absent)
             if not self.todo:
                 # report what grubby really wrote (it appends new arguments at the end)
                 for e in ents:
