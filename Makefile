@@ -13,7 +13,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_FORCE_COLOR ?= 0
 SANITY_VENV := $(CURDIR)/.venv-sanity
 
-.PHONY: sysdeps-demo sysdeps-test venv link unit integration sanity lint molecule vm collection demo test clean
+.PHONY: sysdeps-demo sysdeps-test venv link unit integration sanity lint molecule vm compat collection demo test clean
 
 # System packages (Debian/Ubuntu, as root: installed when missing; elsewhere: told exactly what to install).
 sysdeps-demo:
@@ -56,6 +56,11 @@ sanity: venv $(SANITY_VENV)/.stamp
 vm: venv link
 	python3 tests/lab/vm/lab.py deps
 	$(BIN)/molecule test -s vm
+
+# Smoke run (sanity without the style linters, then molecule sim) on each other ansible-core minor that
+# requires_ansible admits (tests/compat/minors.txt); the full suite runs on the pinned one.
+compat: venv link
+	tests/compat/run.sh
 
 # The collection artifact builds, installs, and ansible-doc renders every module from the installed copy.
 collection: venv

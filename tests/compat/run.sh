@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Smoke run on every ansible-core minor that meta/runtime.yml's requires_ansible admits, other than the pinned one
+# (the full suite runs there): for each minor, a private virtualenv with that ansible-core, then
+#   1. ansible-test sanity (every test but pylint and pep8, which check style, not compatibility),
+#   2. `molecule test -s sim` (provision of the simulated fleet, idempotence, verify).
+# Usage: tests/compat/run.sh [MINOR...]   (default: the minors listed in tests/compat/minors.txt)
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+py=${PY:-python3}
+mapfile -t minors < <(if [ $# -gt 0 ]; then printf '%s\n' "$@"; else grep -Ev '^\s*(#|$)' tests/compat/minors.txt; fi)
+start=$(date +%s)
+community=$(PYTHONPATH='' "$repo/.venv/bin/python" -c 'import ansible_collections; print(list(ansible_collections.__path__)[0])')
+for minor in "${minors[@]}"; do
+  [[ "$minor" =~ ^2\.[0-9]+$ ]] || { echo "compat: not an ansible-core minor: $minor" >&2; exit 2; }
+  venv=$repo/.venv-compat-$minor
+  if [ ! -f "$venv/.stamp" ]; then
+    rm -rf "$venv"
+    "$py" -m venv "$venv"
+    "$venv/bin/pip" install -q --upgrade pip
+    # the project's own requirements, with ansible-core at this minor; ansible (the community package) and the
+    # linters are left out: their releases pin one ansible-core each. The community collections the playbooks use
+    # come from the main virtualenv's ansible package (their requires_ansible admits every minor tested here).
+    grep -Ev '^(ansible-core|ansible|ansible-lint|molecule)\b' requirements.txt >"$venv/requirements.txt"
+    # pip picks the newest molecule that admits this ansible-core (molecule 26 excludes 2.17, for one)
+    "$venv/bin/pip" install -q "ansible-core==$minor.*" -r "$venv/requirements.txt" molecule
+    # the community collections the playbooks use, from the main virtualenv's ansible package, found the way
+    # ansible-core finds that package's collections: ansible_collections on sys.path
+    site=$("$venv/bin/python" -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')
+    for c in ansible/posix kubernetes/core; do
+      mkdir -p "$site/ansible_collections/${c%/*}"
+      ln -sfn "$community/$c" "$site/ansible_collections/$c"
+    done
+    reqs=$("$venv/bin/python" -c 'import ansible_test,os;print(os.path.dirname(ansible_test.__file__))')/_data/requirements
+    args=()
+    for f in "$reqs"/sanity.*.txt; do
+      case $(basename "$f") in sanity.pylint.txt|sanity.pep8.txt) continue ;; esac
+      args+=(-r "$f")
+    done
+    "$venv/bin/pip" install -q "${args[@]}"
+    touch "$venv/.stamp"
+  fi
+  got=$("$venv/bin/python" -c 'import ansible.release as r; print(r.__version__)')
+  echo "=== [$(( $(date +%s) - start ))s] ansible-core $got: sanity"
+  SANITY_VENV=$venv tests/sanity/run.sh --skip-test pylint --skip-test pep8
+  echo "=== [$(( $(date +%s) - start ))s] ansible-core $got: molecule sim"
+  (
+    export PATH="$venv/bin:$PATH"
+    export PYTHONPATH="$repo/.build:$repo/tests/lab"
+    export ANSIBLE_CONFIG="$repo/ansible.cfg"
+    "$venv/bin/molecule" test -s sim
+  )
+  echo "=== [$(( $(date +%s) - start ))s] ansible-core $got: passed"
+done
