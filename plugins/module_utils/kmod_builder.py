@@ -176,7 +176,7 @@ def run_user_args(is_rootless):
 def podman_run_argv(podman, image, src_dir, out_dir, kver, profile, sign_dir=None, name=None, is_rootless=None):
     """``podman run`` of one build: not privileged, no network, no capabilities, non-root, read-only source."""
     is_rootless = rootless() if is_rootless is None else is_rootless
-    argv = [podman, "run", "--rm", "--network", "none", "--cap-drop", "all",
+    argv = [podman, "run", "--rm", "--pull=never", "--network", "none", "--cap-drop", "all",
             "--security-opt", "no-new-privileges", "--pids-limit", "4096"] + run_user_args(is_rootless) + [
             "-v", "%s:/src:ro" % src_dir, "-v", "%s:/out:rw" % out_dir,
             "-e", "KVER=%s" % kver, "-e", "HOME=/tmp", "-w", "/"]

@@ -235,12 +235,14 @@ def builder_identity(run, podman, image, kver, env, user_args, mode=None):
         doc = doc[0] if isinstance(doc, list) else doc
     except (ValueError, IndexError, KeyError):
         raise KmodBuildError("podman image inspect %s printed no image description" % image, stdout=out[-2000:])
-    argv = [podman, "run", "--rm", "--network", "none", "--cap-drop", "all", "--security-opt",
+    argv = [podman, "run", "--rm", "--pull=never", "--network", "none", "--cap-drop", "all", "--security-opt",
             "no-new-privileges"] + list(user_args) + ["-e", "KVER=%s" % kver, image, "/bin/sh", "-c"]
     argv.append(PACKAGES_QUERY)
     rc, out, err = run(argv, env=env)
     if rc != 0:
-        raise KmodBuildError("listing the packages of builder image %s failed" % image, rc=rc, stderr=err[-2000:])
+        last = (err or "").strip().splitlines()[-1:] or [""]
+        raise KmodBuildError("listing the packages of builder image %s failed (rc=%d) %s" % (image, rc, last[0][:300]),
+                             rc=rc, stderr=err[-2000:])
     packages, headers = parse_package_list(out)
     if not headers:
         raise KmodBuildError("builder image %s has no /lib/modules/%s/build: it holds no headers of the target "

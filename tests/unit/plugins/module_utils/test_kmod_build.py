@@ -183,7 +183,7 @@ def test_is_case_sensitive(tmp_path):
 def test_podman_run_argv(profile, sign, needles, is_rootless, user):
     argv = kb.podman_run_argv("/usr/bin/podman", "img:1", "/s", "/o", KVER, profile,
                               sign_dir="/k" if sign else None, is_rootless=is_rootless)
-    assert argv[:3] == ["/usr/bin/podman", "run", "--rm"]
+    assert argv[:4] == ["/usr/bin/podman", "run", "--rm", "--pull=never"]
     joined = " ".join(argv[:-1])
     assert "--network none" in joined and "--cap-drop all" in joined and "no-new-privileges" in joined
     assert user in joined and "--user 0" not in joined and "HOME=/tmp" in argv
