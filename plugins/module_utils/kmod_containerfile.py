@@ -70,7 +70,8 @@ FAMILIES = {
     "el": {"containerfile": CONTAINERFILE_EL,
            "packages": ["gcc", "make", "kmod", "xz", "zstd", "elfutils-libelf-devel", "openssl", "rpm-build",
                         "findutils"],
-           "secure": ["--setopt=gpgcheck=True", "--setopt=localpkg_gpgcheck=True"], "apt": False},
+           "secure": ["--setopt=gpgcheck=True", "--setopt=*.gpgcheck=True", "--setopt=localpkg_gpgcheck=True"],
+           "apt": False},
 }
 
 

@@ -124,3 +124,35 @@ def test_validate_suite(value, ok):
     else:
         with pytest.raises(ValueError):
             ka.validate_suite(value)
+
+
+_OPTION_VALUES = {"arch": st.sampled_from(["amd64", "arm64", "amd64,i386"]),
+                  "signed-by": st.sampled_from(["/usr/share/keyrings/debian-archive-keyring.gpg", "/k.gpg"]),
+                  "trusted": st.sampled_from(["yes", "no"]), "allow-insecure": st.sampled_from(["yes", "no"]),
+                  "allow-weak": st.sampled_from(["yes", "no"]), "check-valid-until": st.sampled_from(["no"])}
+
+
+@st.composite
+def source_lines(draw):
+    keys = draw(st.lists(st.sampled_from(sorted(_OPTION_VALUES)), unique=True, max_size=4))
+    opts = dict((k, draw(_OPTION_VALUES[k])) for k in keys)
+    uri = draw(st.sampled_from(["http://m.invalid/debian", "https://m.invalid/u", "file:/srv/repo"]))
+    if draw(st.booleans()):
+        suite, comps = "./", []
+    else:
+        suite = draw(st.sampled_from(["bookworm", "trixie-security", "noble-updates"]))
+        comps = draw(st.lists(st.sampled_from(["main", "contrib", "universe"]), min_size=1, max_size=3, unique=True))
+    words = ["deb"] + (["[%s]" % " ".join("%s=%s" % kv for kv in sorted(opts.items()))] if opts else [])
+    return " ".join(words + [uri, suite] + comps), opts
+
+
+@given(source_lines())
+def test_generated_lines_accepted_unless_they_turn_checks_off(case):
+    line, opts = case
+    insecure = any(opts.get(k) == "yes" for k in ("trusted", "allow-insecure", "allow-weak"))
+    assert ka.validate_source_line(line, allow_unauthenticated=True) == line
+    if insecure:
+        with pytest.raises(ValueError, match="turns apt's signature checks off"):
+            ka.validate_source_line(line)
+    else:
+        assert ka.validate_source_line(line) == line
