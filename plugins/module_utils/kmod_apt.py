@@ -186,15 +186,22 @@ def builder_sources(sysroot, suite, mirror=None):
     with the keyring of the distribution installed there.
     """
     entries = parse_apt_sources(host_apt_texts(sysroot))
-    lines = ["deb %s %s main" % (mirror or host_mirror(sysroot, suite), suite)]
+    base = "deb %s %s main" % (mirror or host_mirror(sysroot, suite), suite)
+    try:
+        lines = [validate_source_line(base)]
+    except ValueError as e:
+        raise KmodBuildError("%s (the build host's apt source for %s; pass builder_mirror)" % (e, suite))
     for tail in COMPANION_SUITES:
         for uri, s, comps in entries:
             if s == suite + tail and "main" in comps:
-                line = "deb %s %s main" % (uri, s)
+                try:
+                    line = validate_source_line("deb %s %s main" % (uri, s))
+                except ValueError:
+                    continue  # a scheme the builder does not take (mirror+file:, cdrom:): not a companion
                 if line not in lines:
                     lines.append(line)
                 break
-    return [validate_source_line(line) for line in lines]
+    return lines
 
 
 def validate_mirror(value):

@@ -285,12 +285,22 @@ Components: main
                                               "deb http://sec.invalid/debian-security bookworm-security main"]),
     # a host without companion suites: the base suite alone
     (["deb http://one.invalid/debian bookworm main\n"], None, ["deb http://one.invalid/debian bookworm main"]),
+    # a companion the builder cannot use (mirror+file:) is left out, the next one of that suite taken
+    (["deb http://one.invalid/debian bookworm main\ndeb mirror+file:/etc/apt/m.list bookworm-security main\n"
+      "deb http://s.invalid/ds bookworm-security main\n"], None,
+     ["deb http://one.invalid/debian bookworm main", "deb http://s.invalid/ds bookworm-security main"]),
     # security without main is not a source of headers
     (["deb http://one.invalid/debian bookworm main\ndeb http://s.invalid/ds bookworm-security contrib\n"], None,
      ["deb http://one.invalid/debian bookworm main"]),
 ])
 def test_builder_sources(tmp_path, texts, mirror, expected):
     assert kb.builder_sources(apt_host(tmp_path, texts), "bookworm", mirror) == expected
+
+
+def test_builder_sources_base_mirror_scheme_refused(tmp_path):
+    host = apt_host(tmp_path, ["deb mirror+file:/etc/apt/m.list bookworm main\n"])
+    with pytest.raises(kb.KmodBuildError, match="pass builder_mirror"):
+        kb.builder_sources(host, "bookworm")
 
 
 class FakeBuilderHost(object):
