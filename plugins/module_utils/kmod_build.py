@@ -17,8 +17,12 @@ what the modules, tests and playbooks use):
   of a build's modules for one kernel (every ``.ko`` has the target kernel as first vermagic field, ``rpcrdma``
   exports ``rpcrdma_register_nvfs_dma_ops``, optional signature present);
 * ``kmod_package``: Debian / RPM contents and extraction, the package lists the modules;
-* ``kmod_builder``: ``podman run`` (never privileged, ``--network none``, ``--cap-drop all``, read-only source
-  mount, separate output directory) in a builder image holding the target kernel's headers; the cache keyed by
+* ``kmod_apt``: the builder's apt source lines, each validated (one line, known options, no signature-less
+  source unless allowed explicitly);
+* ``kmod_image`` / ``kmod_containerfile``: the builder image holding the target kernel's headers (debootstrap,
+  a Containerfile per family built with podman, or a user-named image) and its identity and package versions;
+* ``kmod_builder``: ``podman run`` (never privileged, ``--network none``, ``--cap-drop all``, a non-root user,
+  read-only source mount, separate output directory) in the builder image; the cache keyed by
   (source sha256, profile, kernel, signing certificate);
 * ``kmod_install``: install for the target kernel without loading anything (package or copy, ``depmod``,
   initramfs), recorded in ``/etc/gpufabric/vendor_nfs.json`` for the pre-reboot gate;
@@ -45,11 +49,18 @@ from ansible_collections.gpufabric.node.plugins.module_utils.kmod_inspect import
     read_module_bytes, verify_modules)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_package import (  # noqa: F401
     extract_package, package_contents, parse_dpkg_contents, verify_package_lists)
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_apt import (  # noqa: F401
+    COMPANION_SUITES, builder_sources, host_mirror, insecure_options, parse_apt_sources, parse_source_line,
+    validate_mirror, validate_source_line, validate_suite)
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_image import (  # noqa: F401
+    BUILDER_MODES, builder_identity, builder_image_name, debootstrap_argv, ensure_builder_image, ensure_named_image,
+    headers_install_argvs, parse_package_list, validate_image_ref, validate_package_name)
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_containerfile import (  # noqa: F401
+    FAMILIES, build_args, containerfile_text, ensure_containerfile_image, podman_build_argv)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_builder import (  # noqa: F401
-    COMPANION_SUITES, artifact_path, build, builder_image_name, builder_sources, cache_key, collisions_hint,
-    container_script, containers_conf_text, debootstrap_argv, ensure_builder_image, first_error_line,
-    headers_install_argvs, host_mirror, load_cached, parse_apt_sources, podman_env, podman_run_argv,
-    storage_conf_text, validate_source_line, verify_outputs)
+    artifact_path, build, builder_record_text, cache_key, collisions_hint, container_script, containers_conf_text,
+    first_error_line, load_cached, podman_env, podman_run_argv, rootless, run_user_args, storage_conf_text,
+    verify_outputs)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_install import (  # noqa: F401
     initramfs_has_modules, install, install_drift, install_plan, installed_problems, modules_dep_paths, placements,
     read_state, resolve_method, target_compression, update_initramfs)
@@ -57,18 +68,21 @@ from ansible_collections.gpufabric.node.plugins.module_utils.kmod_proof import (
     other_modules_problems, parse_nvfs_modules, prove_installed, prove_running)
 
 __all__ = [
-    "BUILDER_IMAGE", "BUILDER_PACKAGES", "BUNDLE_PARAM", "CACHE_FORMAT", "COMPANION_SUITES", "Codecs", "ElfFile",
-    "HAS_DATA_FILTER", "KmodBuildError", "MANIFEST_MODULE_KEYS", "MODULE_NAME_RE", "NVFS_SYMBOL", "PROFILES",
-    "RDMA_MODULE", "SIGNATURE_MAGIC", "STATE_FILE", "artifact_path", "build", "builder_image_name", "builder_sources",
-    "cache_key", "case_collisions", "check_tree", "collisions_hint", "container_script", "containers_conf_text",
-    "debootstrap_argv", "ensure_builder_image", "exported_symbols", "extract_package", "extract_source", "find_tool",
-    "first_error_line", "headers_install_argvs", "host_mirror", "initramfs_has_modules", "inspect_module", "install",
-    "install_drift", "install_plan", "installed_problems", "is_case_sensitive", "is_module_path", "load_cached",
-    "modinfo_fields", "module_kind", "module_name", "modules_dep_paths", "other_modules_problems", "package_contents",
-    "parse_apt_sources", "parse_dpkg_contents", "parse_nm_exports", "parse_nvfs_modules", "parse_vermagic",
-    "placements", "podman_env", "podman_run_argv", "prove_installed", "prove_running", "read_module",
-    "read_module_bytes", "read_state", "resolve_method", "safe_extract", "sha256_file", "sniff", "storage_conf_text",
-    "target_compression", "update_initramfs", "validate_kver", "validate_profile", "validate_sha256",
-    "validate_source_line", "validate_version", "verify_modules", "verify_outputs", "verify_package_lists",
-    "verify_source", "with_kind",
+    "BUILDER_IMAGE", "BUILDER_MODES", "BUILDER_PACKAGES", "BUNDLE_PARAM", "CACHE_FORMAT", "COMPANION_SUITES",
+    "FAMILIES", "HAS_DATA_FILTER", "MANIFEST_MODULE_KEYS", "MODULE_NAME_RE", "NVFS_SYMBOL", "PROFILES", "RDMA_MODULE",
+    "SIGNATURE_MAGIC", "STATE_FILE", "Codecs", "ElfFile", "KmodBuildError", "artifact_path", "build", "build_args",
+    "builder_identity", "builder_image_name", "builder_record_text", "builder_sources", "cache_key", "case_collisions",
+    "check_tree", "collisions_hint", "container_script", "containerfile_text", "containers_conf_text",
+    "debootstrap_argv", "ensure_builder_image", "ensure_containerfile_image", "ensure_named_image", "exported_symbols",
+    "extract_package", "extract_source", "find_tool", "first_error_line", "headers_install_argvs", "host_mirror",
+    "initramfs_has_modules", "insecure_options", "inspect_module", "install", "install_drift", "install_plan",
+    "installed_problems", "is_case_sensitive", "is_module_path", "load_cached", "modinfo_fields", "module_kind",
+    "module_name", "modules_dep_paths", "other_modules_problems", "package_contents", "parse_apt_sources",
+    "parse_dpkg_contents", "parse_nm_exports", "parse_nvfs_modules", "parse_package_list", "parse_source_line",
+    "parse_vermagic", "placements", "podman_build_argv", "podman_env", "podman_run_argv", "prove_installed",
+    "prove_running", "read_module", "read_module_bytes", "read_state", "resolve_method", "rootless", "run_user_args",
+    "safe_extract", "sha256_file", "sniff", "storage_conf_text", "target_compression", "update_initramfs",
+    "validate_image_ref", "validate_kver", "validate_mirror", "validate_package_name", "validate_profile",
+    "validate_sha256", "validate_source_line", "validate_suite", "validate_version", "verify_modules",
+    "verify_outputs", "verify_package_lists", "verify_source", "with_kind",
 ]

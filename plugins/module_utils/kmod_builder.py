@@ -1,8 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Builder stage of the vendor NFS client: the podman configuration and ``podman run`` of one build,
-the builder image (debootstrap + the target kernel's headers), the build itself and its cache.
+"""Builder stage of the vendor NFS client: the podman configuration and ``podman run`` of one build, the build
+itself and its cache. The builder image comes from ``kmod_image`` (debootstrap, a user-named image) or
+``kmod_containerfile`` (podman build), its apt sources from ``kmod_apt``.
+
+The build container has no network (``--network none``), no capabilities (``--cap-drop all``,
+``no-new-privileges``), a read-only source mount, and runs as a non-root user: with rootful podman (the module runs
+as root) as ``nobody`` (65534), the output and key directories handed to that uid and the outputs given back to root
+afterwards; with rootless podman as the invoking user itself (``--userns keep-id``), so every file stays that user's.
 
 This file is private to the collection: no stable API is promised.
 """
@@ -11,7 +17,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import glob
 import hashlib
 import json
 import os
@@ -21,14 +26,16 @@ import tempfile
 import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import (
-    BUILDER_IMAGE, BUILDER_PACKAGES, CACHE_FORMAT, MANIFEST_MODULE_KEYS, PROFILES, KmodBuildError, sha256_file,
-    validate_sha256)
+    CACHE_FORMAT, MANIFEST_MODULE_KEYS, PROFILES, KmodBuildError, sha256_file, validate_sha256)
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_image import builder_identity
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_compress import Codecs, is_module_path
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_inspect import inspect_module, verify_modules
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_package import (
     extract_package, package_contents, verify_package_lists)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_source import extract_source, verify_source
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+
+# the uid:gid the build runs as under rootful podman
+BUILD_UID = 65534
 
 
 def cache_key(source_sha256, profile, kver, cert_fingerprint=None):
@@ -88,10 +95,6 @@ def podman_env(conf_dir, write_storage=True):
     return env
 
 
-def builder_image_name(kver, base=BUILDER_IMAGE):
-    return "%s:%s" % (base, kver)
-
-
 # Signing a compressed module: decompress, sign-file, compress again the way the kernel's modules_install does
 # (scripts/Makefile.modinst signs the .ko, then runs gzip -n / xz --check=crc32 --lzma2=dict=1MiB / zstd on it).
 SIGN_FUNCTION = [
@@ -142,6 +145,7 @@ def container_script(profile, sign=False):
         lines += [
             'S=/usr/src/linux-headers-$KVER/scripts/sign-file',
             '[ -x "$S" ] || S=$(ls /usr/lib/linux-kbuild-*/scripts/sign-file 2>/dev/null | head -n 1)',
+            '[ -n "$S" ] && [ -x "$S" ] || S=/lib/modules/$KVER/build/scripts/sign-file',
             '[ -n "$S" ] && [ -x "$S" ] || { echo "gpufabric: sign-file not found in the builder image" >&2; exit 4; }',
             "cd /out/dist",
         ] + SIGN_FUNCTION + [
@@ -157,177 +161,31 @@ def container_script(profile, sign=False):
     return "\n".join(lines) + "\n"
 
 
-def podman_run_argv(podman, image, src_dir, out_dir, kver, profile, sign_dir=None, name=None):
-    """``podman run`` of one build: not privileged, no network, no capabilities, read-only source."""
-    argv = [podman, "run", "--rm", "--network", "none", "--cap-drop", "all",
-            "--security-opt", "no-new-privileges", "--pids-limit", "4096",
+def rootless(euid=None):
+    """Whether podman runs rootless here (the module runs as a user other than root)."""
+    return (os.geteuid() if euid is None else euid) != 0
+
+
+def run_user_args(is_rootless):
+    """The non-root user of the build container: the invoking user mapped as itself (rootless), else nobody."""
+    if is_rootless:
+        return ["--userns", "keep-id"]
+    return ["--user", "%d:%d" % (BUILD_UID, BUILD_UID)]
+
+
+def podman_run_argv(podman, image, src_dir, out_dir, kver, profile, sign_dir=None, name=None, is_rootless=None):
+    """``podman run`` of one build: not privileged, no network, no capabilities, non-root, read-only source."""
+    is_rootless = rootless() if is_rootless is None else is_rootless
+    argv = [podman, "run", "--rm", "--pull=never", "--network", "none", "--cap-drop", "all",
+            "--security-opt", "no-new-privileges", "--pids-limit", "4096"] + run_user_args(is_rootless) + [
             "-v", "%s:/src:ro" % src_dir, "-v", "%s:/out:rw" % out_dir,
-            "-e", "KVER=%s" % kver, "-w", "/"]
+            "-e", "KVER=%s" % kver, "-e", "HOME=/tmp", "-w", "/"]
     if name:
         argv += ["--name", name]
     if sign_dir:
         argv += ["-v", "%s:/keys:ro" % sign_dir]
     argv += [image, "/bin/sh", "-c", container_script(profile, sign=bool(sign_dir))]
     return argv
-
-
-# --------------------------------------------------------------------------- builder image
-
-def parse_apt_sources(files_text):
-    """[(uri, suite, components)] from deb822 ``.sources`` and one-line ``sources.list`` texts."""
-    entries = []
-    for text in files_text:
-        if re.search(r"^\s*Types:", text, re.M):
-            for stanza in re.split(r"\n\s*\n", text):
-                fields = {}
-                for line in stanza.splitlines():
-                    if line.startswith("#") or ":" not in line:
-                        continue
-                    k, v = line.split(":", 1)
-                    fields[k.strip().lower()] = v.strip()
-                if "deb" not in fields.get("types", "").split():
-                    continue
-                if fields.get("enabled", "yes").lower() == "no":
-                    continue
-                for uri in fields.get("uris", "").split():
-                    for suite in fields.get("suites", "").split():
-                        entries.append((uri, suite, fields.get("components", "").split()))
-        else:
-            for line in text.splitlines():
-                line = re.sub(r"\[[^\]]*\]", "", line.split("#", 1)[0]).split()
-                if len(line) >= 3 and line[0] == "deb":
-                    entries.append((line[1], line[2], line[3:]))
-    return entries
-
-
-def _host_apt_texts(sysroot):
-    texts = []
-    for pattern in ("/etc/apt/sources.list.d/*.sources", "/etc/apt/sources.list", "/etc/apt/sources.list.d/*.list"):
-        for p in sorted(glob.glob(sysroot.path(pattern))):
-            try:
-                with open(p) as f:
-                    texts.append(f.read())
-            except (OSError, IOError):
-                continue
-    return texts
-
-
-def host_mirror(sysroot, suite):
-    """The mirror URI the host's apt already uses for ``suite`` ``main`` (never a hard-coded host)."""
-    for uri, s, comps in parse_apt_sources(_host_apt_texts(sysroot)):
-        if s == suite and "main" in comps:
-            return uri
-    raise KmodBuildError("no apt source of the host serves %s main: pass the builder mirror explicitly" % suite)
-
-
-# Debian publishes new kernel ABIs (linux-headers-6.1.0-<abi>-amd64) in <suite>-security and <suite>-updates long
-# before a point release moves them to <suite>: a builder for a target kernel needs those suites too.
-COMPANION_SUITES = ("-updates", "-security")
-
-
-def builder_sources(sysroot, suite, mirror=None):
-    """apt source lines of the builder image: ``suite`` main (from ``mirror`` or the host's apt) and the host's
-    ``<suite>-updates`` / ``<suite>-security`` main sources when it has them. Returns a list of
-    ``deb URI SUITE main`` lines, the base suite first."""
-    entries = parse_apt_sources(_host_apt_texts(sysroot))
-    lines = ["deb %s %s main" % (mirror or host_mirror(sysroot, suite), suite)]
-    for tail in COMPANION_SUITES:
-        for uri, s, comps in entries:
-            if s == suite + tail and "main" in comps:
-                line = "deb %s %s main" % (uri, s)
-                if line not in lines:
-                    lines.append(line)
-                break
-    return lines
-
-
-def validate_source_line(line):
-    """One-line apt source ``deb URI SUITE COMPONENT...`` (options in brackets allowed); raises ValueError."""
-    words = re.sub(r"\[[^\]]*\]", "", line).split()
-    if len(words) < 4 or words[0] != "deb" or not re.match(r"^(https?|file):", words[1]):
-        raise ValueError("builder source %r is not an apt line 'deb URI SUITE COMPONENT...'" % line)
-    return line.strip()
-
-
-def debootstrap_argv(debootstrap, root, suite, mirror, extra_packages=None, cache_dir=None):
-    """debootstrap of the builder's base system (compiler, kmod); the kernel headers come afterwards through apt
-    from every builder source, so a target kernel of ``<suite>-security`` works too."""
-    pkgs = list(BUILDER_PACKAGES) + list(extra_packages or [])
-    argv = [debootstrap, "--variant=minbase", "--include=%s" % ",".join(pkgs)]
-    if cache_dir:
-        argv.append("--cache-dir=%s" % cache_dir)
-    return argv + [suite, root, mirror]
-
-
-def headers_install_argvs(chroot, root, kver):
-    """The apt commands run in the builder rootfs (chroot) to add the target kernel's headers."""
-    apt = [chroot, root, "/usr/bin/apt-get", "-q", "-o", "Acquire::Retries=3", "-o", "APT::Sandbox::User=root"]
-    return [
-        apt + ["update"],
-        apt + ["install", "-y", "--no-install-recommends", "linux-headers-%s" % kver],
-        apt + ["clean"],
-    ]
-
-
-def ensure_builder_image(run, tools, kver, env, scratch, suite=None, mirror=None, sysroot=None,
-                         image=None, extra_packages=None, deb_cache=None, sources=None):
-    """Make sure the builder image exists; create it from Debian packages when missing.
-
-    The base system is debootstrapped from ``suite``; ``linux-headers-<kver>`` is then installed with apt from
-    ``sources`` (default: :func:`builder_sources`, i.e. the suite plus the host's -updates and -security).
-    Returns (image name, created: bool, seconds spent).
-    """
-    image = image or builder_image_name(kver)
-    podman = tools["podman"]
-    rc, _o, _e = run([podman, "image", "exists", image], env=env)
-    if rc == 0:
-        return image, False, 0.0
-    if not suite:
-        raise KmodBuildError("builder image %s does not exist and no Debian suite was given to create it" % image)
-    for tool in ("debootstrap", "chroot"):
-        if not tools.get(tool):
-            raise KmodBuildError("builder image %s does not exist and %s is not installed to create it"
-                                 % (image, tool))
-    sysroot = sysroot or Sysroot()
-    if sources:
-        lines = [validate_source_line(s) for s in sources]
-        base_mirror = mirror or host_mirror(sysroot, suite)
-    else:
-        lines = builder_sources(sysroot, suite, mirror)
-        base_mirror = lines[0].split()[1]
-    start = time.time()
-    work = tempfile.mkdtemp(prefix="gpufabric-kbuild-", dir=scratch)
-    try:
-        root = os.path.join(work, "root")
-        if deb_cache:
-            os.makedirs(deb_cache, exist_ok=True)
-        rc, out, err = run(debootstrap_argv(tools["debootstrap"], root, suite, base_mirror, extra_packages,
-                                            deb_cache))
-        if rc != 0:
-            raise KmodBuildError("debootstrap of the builder image's base system (%s from %s) failed"
-                                 % (suite, base_mirror), rc=rc, stdout=out[-3000:], stderr=err[-3000:])
-        apt_dir = os.path.join(root, "etc", "apt")
-        with open(os.path.join(apt_dir, "sources.list"), "w") as f:
-            f.write("# gpufabric builder image for %s\n%s\n" % (kver, "\n".join(lines)))
-        for argv in headers_install_argvs(tools["chroot"], root, kver):
-            rc, out, err = run(argv)
-            if rc != 0:
-                raise KmodBuildError("installing linux-headers-%s in the builder image failed (%s): is that kernel "
-                                     "in one of these apt sources? %s" % (kver, " ".join(argv[2:4]), "; ".join(lines)),
-                                     rc=rc, stdout=out[-3000:], stderr=err[-3000:])
-        shutil.rmtree(os.path.join(root, "var", "lib", "apt", "lists"), ignore_errors=True)
-        if not os.path.isdir(os.path.join(root, "usr", "src", "linux-headers-%s" % kver)):
-            raise KmodBuildError("apt installed no /usr/src/linux-headers-%s in the builder image" % kver)
-        tarball = os.path.join(work, "rootfs.tar")
-        rc, out, err = run([tools["tar"], "-C", root, "--numeric-owner", "-cf", tarball, "."])
-        if rc != 0:
-            raise KmodBuildError("packing the builder rootfs failed", rc=rc, stderr=err[-3000:])
-        rc, out, err = run([podman, "import", "-q", tarball, image], env=env)
-        if rc != 0:
-            raise KmodBuildError("podman import of %s failed" % image, rc=rc, stderr=err[-3000:])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return image, True, time.time() - start
 
 
 # --------------------------------------------------------------------------- build with cache
@@ -405,12 +263,43 @@ def verify_outputs(dist_dir, kver, profile, run=None, tools=None, require_signat
     return artifacts, modules, problems
 
 
+def _readable_tree(top):
+    """Let the build user (another uid under rootful podman) read the source tree: o+r, o+x where u+x."""
+    for d, dirs, files in os.walk(top):
+        for name in [None] + files:
+            p = d if name is None else os.path.join(d, name)
+            if os.path.islink(p):
+                continue
+            mode = os.stat(p).st_mode & 0o7777
+            want = mode | 0o004 | (0o001 if mode & 0o100 else 0)
+            if want != mode:
+                os.chmod(p, want)
+
+
+def _hand_over(path, uid):
+    """chown ``path`` (recursively) to ``uid``:``uid``; links themselves, never their targets."""
+    for d, dirs, files in os.walk(path):
+        os.lchown(d, uid, uid)
+        for name in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]:
+            os.lchown(os.path.join(d, name), uid, uid)
+
+
+def builder_record_text(record):
+    """The ``builder-packages.txt`` beside a build: the image identity, then one ``name=version arch`` a line."""
+    head = ["# builder mode: %s" % record.get("mode"), "# image: %s" % record.get("image"),
+            "# id: %s" % record.get("id"), "# digest: %s" % record.get("digest")]
+    head += ["# repo digest: %s" % d for d in record.get("repo_digests") or []]
+    return "\n".join(head + list(record.get("packages") or [])) + "\n"
+
+
 def build(run, tools, source, source_sha256, kver, version, profile, cache_dir, image, env=None,
-          signing=None, required_modules=None, keep_failed=False, codecs=None):
+          signing=None, required_modules=None, keep_failed=False, codecs=None, builder_mode=None, is_rootless=None):
     """Build (or find in the cache) the vendor client for ``kver``.
 
     ``signing`` is None or {"key": path, "cert": path}. Returns the manifest plus ``cache_hit`` and ``timings``.
-    Raises KmodBuildError with the evidence when any check fails; nothing lands in the cache then.
+    The manifest's ``builder`` records the image identity and its package versions (also written as
+    ``builder-packages.txt`` beside ``dist/``). Raises KmodBuildError with the evidence when any check fails;
+    nothing lands in the cache then.
     """
     t0 = time.time()
     source_sha256 = verify_source(source, source_sha256)
@@ -422,22 +311,33 @@ def build(run, tools, source, source_sha256, kver, version, profile, cache_dir, 
         cached["timings"] = {"total": round(time.time() - t0, 3)}
         return cached
     os.makedirs(cache_dir, exist_ok=True)
-    work = tempfile.mkdtemp(prefix=".build-%s-" % key[:12], dir=cache_dir)
+    is_rootless = rootless() if is_rootless is None else is_rootless
+    work = tempfile.mkdtemp(prefix=".build-%s-" % key[:12], dir=cache_dir)  # 0700: no other host user gets in
     try:
         src_root = os.path.join(work, "src")
         top, collisions = extract_source(source, src_root)
+        record = builder_identity(run, tools["podman"], image, kver, env, run_user_args(is_rootless), builder_mode)
         out_dir = os.path.join(work, "out")
         os.makedirs(out_dir)
         sign_dir = None
         if signing:
             sign_dir = os.path.join(work, "keys")
             os.makedirs(sign_dir, 0o700)
-            shutil.copy2(signing["key"], os.path.join(sign_dir, "signing.key"))
-            shutil.copy2(signing["cert"], os.path.join(sign_dir, "signing.crt"))
+            for src, name in ((signing["key"], "signing.key"), (signing["cert"], "signing.crt")):
+                shutil.copyfile(src, os.path.join(sign_dir, name))
+                os.chmod(os.path.join(sign_dir, name), 0o400)
+        if not is_rootless:
+            _readable_tree(top)
+            _hand_over(out_dir, BUILD_UID)
+            if sign_dir:
+                _hand_over(sign_dir, BUILD_UID)
         t1 = time.time()
-        argv = podman_run_argv(tools["podman"], image, top, out_dir, kver, profile, sign_dir=sign_dir)
+        argv = podman_run_argv(tools["podman"], image, top, out_dir, kver, profile, sign_dir=sign_dir,
+                               is_rootless=is_rootless)
         rc, out, err = run(argv, env=env)
         build_s = time.time() - t1
+        if not is_rootless:
+            _hand_over(out_dir, 0)
         log = "$ podman run ... %s\n%s\n--- stderr ---\n%s" % (image, out, err)
         with open(os.path.join(work, "build.log"), "w") as f:
             f.write(log)
@@ -463,12 +363,15 @@ def build(run, tools, source, source_sha256, kver, version, profile, cache_dir, 
         os.makedirs(final)
         shutil.move(dist, os.path.join(final, "dist"))
         shutil.move(os.path.join(work, "build.log"), os.path.join(final, "build.log"))
+        with open(os.path.join(final, "builder-packages.txt"), "w") as f:
+            f.write(builder_record_text(record))
         manifest = {
             "format": CACHE_FORMAT, "key": key, "source_sha256": source_sha256, "profile": profile,
             "kver": kver, "version": version, "image": image, "signed": bool(signing),
             "cert_sha256": cert_fp, "collisions": collisions, "artifacts": artifacts,
             "modules": [dict((k, m[k]) for k in MANIFEST_MODULE_KEYS) for m in modules],
             "rdma_exports_nvfs": True, "built_at": int(time.time()), "build_seconds": round(build_s, 2),
+            "builder": record,
         }
         with open(os.path.join(final, "manifest.json.tmp"), "w") as f:
             json.dump(manifest, f, indent=2, sort_keys=True)

@@ -21,8 +21,11 @@ NVFS_SYMBOL = "rpcrdma_register_nvfs_dma_ops"
 BUNDLE_PARAM = "nfs_bundle_version"
 SIGNATURE_MAGIC = b"~Module signature appended~\n"
 BUILDER_IMAGE = "localhost/gpufabric-kbuild"
-# xz-utils and zstd: signing compressed modules (decompress, sign, compress again)
-BUILDER_PACKAGES = ["build-essential", "kmod", "ca-certificates", "libssl3", "xz-utils", "zstd"]
+# xz-utils and zstd: signing compressed modules (decompress, sign, compress again); fakeroot: a vendor build that
+# packages with dpkg-buildpackage runs as a non-root user in the container. No libssl: the headers' sign-file pulls
+# the release's own (libssl3 on bookworm and 22.04, libssl3t64 on trixie and 24.04, where libssl3 is only a virtual
+# package that debootstrap --include refuses).
+BUILDER_PACKAGES = ["build-essential", "kmod", "ca-certificates", "xz-utils", "zstd", "fakeroot"]
 CACHE_FORMAT = 1
 MANIFEST_MODULE_KEYS = ("name", "installed_path", "package", "vermagic", "srcversion", "sha256", "signed", "signer",
                         "parameters", "compression", "file_sha256")

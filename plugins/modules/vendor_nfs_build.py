@@ -28,10 +28,23 @@ description:
     the Python has it. The tree is extracted into a fresh private directory and moved into place only when the
     whole extraction succeeded, so a refused tarball leaves nothing behind. The message names the member.
   - The build runs in a podman container that is not privileged, has no network (C(--network none)), no
-    capabilities (C(--cap-drop all)), a read-only source mount and a separate output directory, in a builder image
-    holding the target kernel's headers. When the image is missing the module creates it from Debian packages
-    (C(debootstrap --variant=minbase) with C(build-essential) and C(linux-headers-<kernel>), then C(podman import)),
-    from the mirror the host's apt sources already use.
+    capabilities (C(--cap-drop all), C(no-new-privileges)), a read-only source mount and a separate output
+    directory, and runs as a non-root user. With rootful podman (the module runs as root) that is C(nobody)
+    (65534), the output directory handed to it and the outputs given back to root afterwards. With rootless podman
+    it is the invoking user itself (C(--userns keep-id)).
+  - The builder image holds the target kernel's headers and comes from one of three places (O(builder_mode)).
+    C(debootstrap) creates it from Debian packages (C(debootstrap --variant=minbase --force-check-gpg) with
+    C(build-essential), then C(linux-headers-<kernel>) with apt, then C(podman import)), from the mirror the
+    host's apt sources already use. C(containerfile) builds it with C(podman build) from the Containerfile the
+    collection ships for the family (O(builder_family), Ubuntu/Debian or EL) on a base image the user names
+    (O(builder_base_image)). C(image) uses an image the user names (O(builder_image), from their own registry,
+    ideally pinned by C(@sha256:) digest), pulled when missing.
+  - Supply chain. apt in the builder runs with the distribution's keyring and signature checks forced on; a
+    builder source with C(trusted=yes), C(allow-insecure=yes), C(allow-weak=yes) or
+    C(allow-downgrade-to-insecure=yes) is refused unless O(builder_allow_unauthenticated). The image's id and
+    digest and every package version inside it (C(dpkg-query) or C(rpm -qa), read in a container without
+    network) are recorded in the build's C(manifest.json) (C(builder)) and in C(builder-packages.txt) beside
+    C(dist/).
   - Every artifact is verified and the module fails loudly otherwise. Every C(.ko) has the target kernel as the first
     field of its vermagic, the RDMA transport C(rpcrdma) exports C(rpcrdma_register_nvfs_dma_ops) (the hook
     nvidia-fs needs), the package lists the modules below C(/lib/modules/<kernel>/), and with signing every module
@@ -98,13 +111,48 @@ options:
     description: Build cache and scratch directory; must be on a case-sensitive filesystem.
     type: path
     default: /var/cache/gpufabric/vendor_nfs
+  builder_mode:
+    description:
+      - Where the builder image comes from. C(debootstrap) creates it from Debian packages (Debian targets).
+      - C(containerfile) builds it with podman from the Containerfile of O(builder_family) on O(builder_base_image)
+        (targets debootstrap cannot make, such as Ubuntu 24.04 or EL 9).
+      - C(image) uses O(builder_image) as it is (pulled when missing and O(builder_create)).
+    type: str
+    choices: [debootstrap, containerfile, image]
+    default: debootstrap
   builder_image:
-    description: The podman image holding the target kernel's headers. Default C(localhost/gpufabric-kbuild:<kernel>).
+    description:
+      - The podman image holding the target kernel's headers, an image reference
+        C([REGISTRY/]PATH[:TAG][@sha256:DIGEST]). Default C(localhost/gpufabric-kbuild:<kernel>).
+      - Required with O(builder_mode=image).
     type: str
   builder_create:
-    description: Create the builder image from Debian packages when it does not exist.
+    description: Create (C(debootstrap), C(containerfile)) or pull (C(image)) the builder image when it does not
+      exist.
     type: bool
     default: true
+  builder_family:
+    description: The family of the collection's Containerfile for O(builder_mode=containerfile). C(ubuntu) (apt,
+      also for Debian base images) installs C(linux-headers-<kernel>), C(el) (dnf) C(kernel-devel-<kernel>).
+    type: str
+    choices: [el, ubuntu]
+    default: ubuntu
+  builder_base_image:
+    description: The base image (the family's distribution release, from the user's registry) the Containerfile
+      builds on, an image reference; ideally pinned by digest. Required to build with O(builder_mode=containerfile).
+    type: str
+  builder_containerfile:
+    description: A Containerfile of your own instead of the collection's for O(builder_family), with the same
+      contract (build arguments C(BASE_IMAGE), C(KVER), C(BASE_PACKAGES), C(EXTRA_PACKAGES), C(PKG_OPTIONS); the
+      context holds C(builder.list), the apt lines of O(builder_sources); the image has C(/lib/modules/<kernel>/build)).
+    type: path
+  builder_allow_unauthenticated:
+    description:
+      - Allow builder sources that turn apt's signature checks off (C(trusted=yes), C(allow-insecure=yes),
+        C(allow-weak=yes), C(allow-downgrade-to-insecure=yes)), and let debootstrap go on without a keyring
+        (no C(--force-check-gpg)). For a local test repository only.
+    type: bool
+    default: false
   builder_suite:
     description: The Debian suite whose C(linux-headers-<kernel>) the builder image installs. Default the
       C(VERSION_CODENAME) of the host's C(/etc/os-release).
@@ -114,15 +162,20 @@ options:
     type: str
   builder_sources:
     description:
-      - apt source lines (C(deb URI SUITE COMPONENT...)) from which the builder image installs
-        C(linux-headers-<kernel>) after debootstrapping its base system from O(builder_suite).
+      - apt source lines (C(deb [OPTIONS] URI SUITE COMPONENT...), or C(deb [OPTIONS] URI PATH/) for a flat
+        repository) from which the builder image installs C(linux-headers-<kernel>) after debootstrapping its base
+        system from O(builder_suite) (or, with O(builder_mode=containerfile) and the C(ubuntu) family, in addition
+        to the base image's own sources).
+      - Each item is one line of type C(deb) with an http, https or file URI and the options of sources.list(5);
+        anything else (a second line, a control character, an unknown option) is refused, and so is a source
+        without signature checks unless O(builder_allow_unauthenticated).
       - Default the suite itself (O(builder_mirror) or the host's apt source) plus the host's C(<suite>-updates) and
         C(<suite>-security) sources, where Debian publishes new kernel ABIs first.
     type: list
     elements: str
     default: []
   builder_extra_packages:
-    description: More Debian packages for the builder image.
+    description: More packages for the builder image (Debian or, with the C(el) family, RPM names).
     type: list
     elements: str
     default: []
@@ -173,7 +226,8 @@ attributes:
     platforms: posix
     description: Linux hosts with podman (build) and kmod (install).
 notes:
-  - Needs podman (rootful or rootless) where a build happens; debootstrap and tar to create the builder image.
+  - Needs podman (rootful or rootless) where a build happens; debootstrap, the distribution's keyring package
+    (C(debian-archive-keyring)) and tar to create a C(debootstrap) builder image.
   - Reading C(.ko.zst) modules or C(data.tar.zst) packages needs the C(zstd) tool or the C(zstandard) Python package
     on the host that runs the module (Python 3.14+ has zstd in its standard library).
   - Copy a cache entry and the tarball to a node to install there without building (the cache is hit).
@@ -239,7 +293,10 @@ modules:
   type: list
   elements: dict
 builder:
-  description: C(image), whether it was C(created), and the C(seconds) that took.
+  description:
+    - C(mode), C(image), whether it was C(created) (or pulled), and the C(seconds) that took.
+    - C(id) and C(digest) of the image, C(packages) (how many package versions were recorded),
+      C(packages_sha256) and C(packages_file) (the C(builder-packages.txt) of the cache entry).
   returned: when a build ran
   type: dict
 install:
@@ -338,6 +395,29 @@ def fetch_source(module, src, sha256, cache_dir):
     return dest
 
 
+def builder_image(module, run, tools, kver, env, sysroot):
+    """The builder image of ``builder_mode``, created or pulled when missing and ``builder_create``."""
+    p = module.params
+    image = p["builder_image"] or kb.builder_image_name(kver)
+    if not p["builder_create"]:
+        rc, _o, _e = run([tools["podman"], "image", "exists", image], env=env)
+        if rc != 0:
+            raise kb.KmodBuildError("builder image %s does not exist and builder_create is false" % image)
+        return image, False, 0.0
+    if p["builder_mode"] == "image":
+        return kb.ensure_named_image(run, tools, image, env)
+    if p["builder_mode"] == "containerfile":
+        return kb.ensure_containerfile_image(
+            run, tools, kver, env, p["cache_dir"], image, p["builder_family"], p["builder_base_image"],
+            containerfile=p["builder_containerfile"], sources=p["builder_sources"],
+            extra_packages=p["builder_extra_packages"], allow_unauthenticated=p["builder_allow_unauthenticated"])
+    return kb.ensure_builder_image(
+        run, tools, kver, env, p["cache_dir"], suite=p["builder_suite"] or os_codename(sysroot),
+        mirror=p["builder_mirror"], sysroot=sysroot, image=image, extra_packages=p["builder_extra_packages"],
+        deb_cache=os.path.join(p["cache_dir"], "debs"), sources=p["builder_sources"],
+        allow_unauthenticated=p["builder_allow_unauthenticated"])
+
+
 def run_module(module):
     p = module.params
     result = {"changed": False, "kernel_release": p["kernel_release"], "drift": [], "built": False,
@@ -348,9 +428,23 @@ def run_module(module):
         kb.validate_version(p["version"])
         kb.validate_profile(p["profile"])
         for line in p["builder_sources"]:
-            kb.validate_source_line(line)
+            kb.validate_source_line(line, p["builder_allow_unauthenticated"])
+        for name in p["builder_extra_packages"]:
+            kb.validate_package_name(name)
+        for opt in ("builder_image", "builder_base_image"):
+            if p[opt]:
+                kb.validate_image_ref(p[opt])
+        if p["builder_mirror"]:
+            kb.validate_mirror(p["builder_mirror"])
+        if p["builder_suite"]:
+            kb.validate_suite(p["builder_suite"])
     except ValueError as e:
         module.fail_json(msg=str(e), **result)
+    if p["builder_mode"] == "image" and not p["builder_image"]:
+        module.fail_json(msg="builder_mode=image needs builder_image (the image that holds the kernel's headers)",
+                         **result)
+    if p["builder_containerfile"] and not os.path.isfile(p["builder_containerfile"]):
+        module.fail_json(msg="builder_containerfile %s does not exist" % p["builder_containerfile"], **result)
     if bool(p["signing_key"]) != bool(p["signing_cert"]):
         module.fail_json(msg="signing_key and signing_cert go together", **result)
     signing = {"key": p["signing_key"], "cert": p["signing_cert"]} if p["signing_key"] else None
@@ -388,23 +482,17 @@ def run_module(module):
                                     "(or copy a built cache entry and the tarball here)")
         os.makedirs(cache_dir, exist_ok=True)
         env = kb.podman_env(p["podman_conf_dir"]) if p["podman_conf_dir"] else {}
-        image = p["builder_image"] or kb.builder_image_name(kver)
-        if p["builder_create"]:
-            suite = p["builder_suite"] or os_codename(sysroot)
-            image, created, secs = kb.ensure_builder_image(
-                run, tools, kver, env, cache_dir, suite=suite, mirror=p["builder_mirror"], sysroot=sysroot,
-                image=image, extra_packages=p["builder_extra_packages"],
-                deb_cache=os.path.join(cache_dir, "debs"), sources=p["builder_sources"])
-        else:
-            rc, _o, _e = run([tools["podman"], "image", "exists", image], env=env)
-            if rc != 0:
-                raise kb.KmodBuildError("builder image %s does not exist and builder_create is false" % image)
-            created, secs = False, 0.0
-        result["builder"] = {"image": image, "created": created, "seconds": round(secs, 2)}
+        image, created, secs = builder_image(module, run, tools, kver, env, sysroot)
+        result["builder"] = {"mode": p["builder_mode"], "image": image, "created": created, "seconds": round(secs, 2)}
         timings["builder"] = round(secs, 2)
         manifest = kb.build(run, tools, source, sha, kver, p["version"], p["profile"], cache_dir, image, env=env,
                             signing=signing, required_modules=p["required_modules"], keep_failed=p["keep_failed"],
-                            codecs=codecs)
+                            codecs=codecs, builder_mode=p["builder_mode"])
+        record = manifest.get("builder") or {}
+        result["builder"].update(id=record.get("id"), digest=record.get("digest"),
+                                 packages=len(record.get("packages") or []),
+                                 packages_sha256=record.get("packages_sha256"),
+                                 packages_file=os.path.join(cache_dir, key, "builder-packages.txt"))
         timings["build"] = manifest["timings"].get("build")
         result["built"] = True
     else:
@@ -447,8 +535,13 @@ def main():
             profile=dict(type="str", default="vastnfs", choices=sorted(kb.PROFILES)),
             required_modules=dict(type="list", elements="str", default=["sunrpc", "rpcrdma"]),
             cache_dir=dict(type="path", default="/var/cache/gpufabric/vendor_nfs"),
+            builder_mode=dict(type="str", default="debootstrap", choices=list(kb.BUILDER_MODES)),
             builder_image=dict(type="str"),
             builder_create=dict(type="bool", default=True),
+            builder_family=dict(type="str", default="ubuntu", choices=sorted(kb.FAMILIES)),
+            builder_base_image=dict(type="str"),
+            builder_containerfile=dict(type="path"),
+            builder_allow_unauthenticated=dict(type="bool", default=False),
             builder_suite=dict(type="str"),
             builder_mirror=dict(type="str"),
             builder_sources=dict(type="list", elements="str", default=[]),

@@ -35,6 +35,10 @@ import vendor_fixture as vf
 args = sys.argv[1:]
 if args[:2] == ["image", "exists"]:
     sys.exit(0)
+answer = vf.builder_image_answer(["podman"] + args)
+if answer:
+    sys.stdout.write(answer[1])
+    sys.exit(answer[0])
 if args[0] == "run":
     out = [a.split(":")[0] for a in args if a.endswith(":/out:rw")][0]
     kver = [a.split("=", 1)[1] for a in args if a.startswith("KVER=")][0]

@@ -98,6 +98,9 @@ class Podman(object):
     """Stand-in for podman that writes a package of synthetic modules for the target kernel into /out."""
 
     def __call__(self, argv, env=None):
+        answer = vf.builder_image_answer(argv)
+        if answer:
+            return answer
         if argv[1] == "run":
             out = [a.split(":")[0] for a in argv if a.endswith(":/out:rw")][0]
             os.makedirs(os.path.join(out, "dist"))

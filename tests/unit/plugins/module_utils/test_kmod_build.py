@@ -179,12 +179,14 @@ def test_is_case_sensitive(tmp_path):
     ("kbuild", False, ['"/lib/modules/$KVER/build"', "M=/tmp/gpufabric-build"]),
     ("vastnfs", True, ["sign-file", "/keys/signing.key", "dpkg-deb --root-owner-group -b"]),
 ])
-def test_podman_run_argv(profile, sign, needles):
+@pytest.mark.parametrize("is_rootless,user", [(False, "--user 65534:65534"), (True, "--userns keep-id")])
+def test_podman_run_argv(profile, sign, needles, is_rootless, user):
     argv = kb.podman_run_argv("/usr/bin/podman", "img:1", "/s", "/o", KVER, profile,
-                              sign_dir="/k" if sign else None)
-    assert argv[:3] == ["/usr/bin/podman", "run", "--rm"]
+                              sign_dir="/k" if sign else None, is_rootless=is_rootless)
+    assert argv[:4] == ["/usr/bin/podman", "run", "--rm", "--pull=never"]
     joined = " ".join(argv[:-1])
-    assert "--network none" in joined and "--cap-drop all" in joined
+    assert "--network none" in joined and "--cap-drop all" in joined and "no-new-privileges" in joined
+    assert user in joined and "--user 0" not in joined and "HOME=/tmp" in argv
     assert "--privileged" not in argv
     assert "/s:/src:ro" in argv and "/o:/out:rw" in argv and "KVER=%s" % KVER in argv
     assert ("/k:/keys:ro" in argv) is sign
@@ -251,8 +253,12 @@ def test_debootstrap_argv():
     argv = kb.debootstrap_argv("/usr/sbin/debootstrap", "/r", "bookworm", "http://m.invalid/d", ["bc"], "/c")
     assert argv[1] == "--variant=minbase"
     assert "build-essential" in argv[2] and argv[2].endswith(",bc") and "linux-headers" not in argv[2]
-    assert argv[3] == "--cache-dir=/c"
+    assert argv[3] == "--cache-dir=/c" and argv[4] == "--force-check-gpg"
     assert argv[-3:] == ["bookworm", "/r", "http://m.invalid/d"]
+    assert "libssl3" not in argv[2]  # a virtual package on trixie and noble: debootstrap --include refuses it
+    lax = kb.debootstrap_argv("/usr/sbin/debootstrap", "/r", "bookworm", "http://m.invalid/d",
+                              allow_unauthenticated=True, base_packages=["gcc"])
+    assert "--force-check-gpg" not in lax and lax[2] == "--include=gcc"
 
 
 NO_UPDATES = """Types: deb
@@ -279,6 +285,10 @@ Components: main
                                               "deb http://sec.invalid/debian-security bookworm-security main"]),
     # a host without companion suites: the base suite alone
     (["deb http://one.invalid/debian bookworm main\n"], None, ["deb http://one.invalid/debian bookworm main"]),
+    # a companion the builder cannot use (mirror+file:) is left out, the next one of that suite taken
+    (["deb http://one.invalid/debian bookworm main\ndeb mirror+file:/etc/apt/m.list bookworm-security main\n"
+      "deb http://s.invalid/ds bookworm-security main\n"], None,
+     ["deb http://one.invalid/debian bookworm main", "deb http://s.invalid/ds bookworm-security main"]),
     # security without main is not a source of headers
     (["deb http://one.invalid/debian bookworm main\ndeb http://s.invalid/ds bookworm-security contrib\n"], None,
      ["deb http://one.invalid/debian bookworm main"]),
@@ -287,20 +297,10 @@ def test_builder_sources(tmp_path, texts, mirror, expected):
     assert kb.builder_sources(apt_host(tmp_path, texts), "bookworm", mirror) == expected
 
 
-@pytest.mark.parametrize("line,ok", [
-    ("deb http://m.invalid/debian bookworm-security main", True),
-    ("deb [trusted=yes] file:/srv/repo ./ main", True),
-    ("deb-src http://m.invalid/debian bookworm main", False),
-    ("deb http://m.invalid/debian bookworm", False),
-    ("deb ftp://m.invalid/debian bookworm main", False),
-    ("rm -rf /", False),
-])
-def test_validate_source_line(line, ok):
-    if ok:
-        assert kb.validate_source_line(line) == line
-    else:
-        with pytest.raises(ValueError):
-            kb.validate_source_line(line)
+def test_builder_sources_base_mirror_scheme_refused(tmp_path):
+    host = apt_host(tmp_path, ["deb mirror+file:/etc/apt/m.list bookworm main\n"])
+    with pytest.raises(kb.KmodBuildError, match="pass builder_mirror"):
+        kb.builder_sources(host, "bookworm")
 
 
 class FakeBuilderHost(object):
@@ -348,6 +348,7 @@ def test_ensure_builder_image_creates_with_security_headers(tmp_path):
     assert names == ["/usr/bin/podman", "/usr/sbin/debootstrap", "/usr/bin/apt-get -q", "/usr/bin/apt-get -q",
                      "/usr/bin/apt-get -q", "/bin/tar", "/usr/bin/podman"]
     assert fake.calls[2][-1] == "update" and fake.calls[3][-1] == "linux-headers-%s" % kver
+    assert "APT::Get::AllowUnauthenticated=false" in fake.calls[3] and "--force-check-gpg" in fake.calls[1]
     assert "bookworm-security main" in fake.sources and "deb http://mirror.invalid/debian bookworm main" in fake.sources
     assert fake.calls[-1][1:3] == ["import", "-q"] and fake.calls[-1][-1] == image
     assert [d for d in os.listdir(str(tmp_path)) if d.startswith("gpufabric-kbuild-")] == []
@@ -376,11 +377,39 @@ def test_ensure_builder_image_exists_is_noop(tmp_path):
 
 def test_ensure_builder_image_explicit_sources(tmp_path):
     fake = FakeBuilderHost()
-    src = ["deb [trusted=yes] file:/srv/kernels ./ main"]
-    kb.ensure_builder_image(fake, TOOLS, KVER, {}, str(tmp_path), suite="bookworm", sysroot=apt_host(tmp_path, [DEB822]),
-                            sources=src)
+    src = ["deb [arch=amd64] file:/srv/kernels bookworm main"]
+    kb.ensure_builder_image(fake, TOOLS, KVER, {}, str(tmp_path), suite="bookworm",
+                            sysroot=apt_host(tmp_path, [DEB822]), sources=src)
     assert "file:/srv/kernels" in fake.sources and "security" not in fake.sources
     assert fake.calls[1][-1] == "http://mirror.invalid/debian"
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_ensure_builder_image_unauthenticated_source_needs_the_option(tmp_path, allow):
+    fake = FakeBuilderHost()
+    src = ["deb [trusted=yes] file:/srv/kernels ./"]
+    if not allow:
+        with pytest.raises(kb.KmodBuildError) as e:
+            kb.ensure_builder_image(fake, TOOLS, KVER, {}, str(tmp_path), suite="bookworm",
+                                    sysroot=apt_host(tmp_path, [DEB822]), sources=src)
+        assert "trusted=yes" in str(e.value) and "builder_allow_unauthenticated" in str(e.value)
+        assert len(fake.calls) == 1  # nothing but the image lookup ran
+        return
+    kb.ensure_builder_image(fake, TOOLS, KVER, {}, str(tmp_path), suite="bookworm",
+                            sysroot=apt_host(tmp_path, [DEB822]), sources=src, allow_unauthenticated=True)
+    assert "deb [trusted=yes] file:/srv/kernels ./" in fake.sources
+    assert "--force-check-gpg" not in fake.calls[1]
+    assert not any("APT::Get::AllowUnauthenticated=false" in c for c in fake.calls)
+
+
+def test_ensure_builder_image_signed_by_must_be_in_the_rootfs(tmp_path):
+    fake = FakeBuilderHost()
+    src = ["deb [signed-by=/usr/share/keyrings/vendor.gpg] http://k.invalid/d bookworm main"]
+    with pytest.raises(kb.KmodBuildError) as e:
+        kb.ensure_builder_image(fake, TOOLS, KVER, {}, str(tmp_path), suite="bookworm",
+                                sysroot=apt_host(tmp_path, [DEB822]), sources=src)
+    assert "/usr/share/keyrings/vendor.gpg" in str(e.value)
+    assert not any(c[0].endswith("chroot") for c in fake.calls)
 
 
 # --------------------------------------------------------------------------- verification of outputs
@@ -444,16 +473,26 @@ def test_parse_dpkg_contents():
 
 # --------------------------------------------------------------------------- build() with a recorded fake podman
 
-class FakePodman(object):
-    """Runner standing in for podman: records argv and writes a package into the /out mount."""
+IMAGE_ID = "sha256:" + "1" * 64
+INSPECT = json.dumps([{"Id": IMAGE_ID, "Digest": "sha256:" + "2" * 64, "RepoDigests": []}])
+PACKAGES = "installed\tgcc-12\t12.2.0-14\tamd64\ninstalled\tkmod\t30+20221128-1\tamd64\n" \
+           "config-files\told\t1\tamd64\ngpufabric-headers\tyes\n"
 
-    def __init__(self, files, rc=0):
-        self.files, self.rc, self.calls = files, rc, []
+
+class FakePodman(object):
+    """Runner standing in for podman: records argv, describes the image, writes a package into the /out mount."""
+
+    def __init__(self, files, rc=0, packages=PACKAGES):
+        self.files, self.rc, self.calls, self.packages = files, rc, [], packages
 
     def __call__(self, argv, env=None):
         self.calls.append(list(argv))
         if argv[1:3] == ["image", "exists"]:
             return 0, "", ""
+        if argv[1:3] == ["image", "inspect"]:
+            return 0, INSPECT, ""
+        if argv[1] == "run" and not any(a.endswith(":/out:rw") for a in argv):
+            return 0, self.packages, ""
         if argv[1] == "run":
             out = [a.split(":")[0] for a in argv if a.endswith(":/out:rw")][0]
             if self.rc == 0:
@@ -468,14 +507,18 @@ def test_build_then_cache_hit(tmp_path):
     fake = FakePodman(good_modules())
     tools = {"podman": "podman"}
     cache = str(tmp_path / "cache")
-    man = kb.build(fake, tools, src, digest, KVER, "4.0.35", "vastnfs", cache, "img")
-    assert man["cache_hit"] is False and len([c for c in fake.calls if c[1] == "run"]) == 1
+    man = kb.build(fake, tools, src, digest, KVER, "4.0.35", "vastnfs", cache, "img", builder_mode="image")
+    assert man["cache_hit"] is False and len([c for c in fake.calls if c[1] == "run"]) == 2
+    assert man["builder"]["id"] == IMAGE_ID and man["builder"]["mode"] == "image"
+    assert man["builder"]["packages"] == ["gcc-12=12.2.0-14 amd64", "kmod=30+20221128-1 amd64"]
+    listing = open(os.path.join(cache, man["key"], "builder-packages.txt")).read()
+    assert "# id: %s" % IMAGE_ID in listing and "\ngcc-12=12.2.0-14 amd64\n" in listing
     assert man["collisions"] == [["vastnfs-4.0.35-gf1/Makefile", "vastnfs-4.0.35-gf1/makefile"]]
-    run_argv = [c for c in fake.calls if c[1] == "run"][0]
+    run_argv = [c for c in fake.calls if c[1] == "run" and any(a.endswith(":/out:rw") for a in c)][0]
     assert [a for a in run_argv if a.endswith(":/src:ro")][0].split(":")[0].endswith("vastnfs-4.0.35-gf1")
     again = kb.build(fake, tools, src, digest, KVER, "4.0.35", "vastnfs", cache, "img")
     assert again["cache_hit"] is True and again["key"] == man["key"]
-    assert len([c for c in fake.calls if c[1] == "run"]) == 1
+    assert len([c for c in fake.calls if c[1] == "run"]) == 2
     # A tampered artifact invalidates the cache entry.
     art = os.path.join(cache, man["key"], man["artifacts"][0]["file"])
     with open(art, "ab") as f:
@@ -693,3 +736,37 @@ def test_parse_nvfs_modules(text, expected):
 ])
 def test_first_error_line(text, expected):
     assert kb.first_error_line(text) == expected
+
+
+@pytest.mark.parametrize("packages,needle", [
+    ("installed\tgcc\t12\tamd64\n", "has no /lib/modules/%s/build" % KVER),
+])
+def test_build_refuses_an_image_without_the_headers_before_building(tmp_path, packages, needle):
+    src, digest = vf.make_source_tarball(str(tmp_path))
+    fake = FakePodman(good_modules(), packages=packages)
+    with pytest.raises(kb.KmodBuildError) as e:
+        kb.build(fake, {"podman": "podman"}, src, digest, KVER, "1", "vastnfs", str(tmp_path / "c"), "img")
+    assert needle in str(e.value)
+    assert not any(a.endswith(":/out:rw") for c in fake.calls for a in c)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing the output directory to the build uid needs root")
+def test_build_as_root_hands_out_to_nobody_and_takes_it_back(tmp_path):
+    src, digest = vf.make_source_tarball(str(tmp_path))
+    owners = {}
+
+    class Recording(FakePodman):
+        def __call__(self, argv, env=None):
+            outs = [a.split(":")[0] for a in argv if a.endswith(":/out:rw")]
+            if outs:
+                owners["out"] = os.stat(outs[0]).st_uid
+                owners["src_mode"] = os.stat([a.split(":")[0] for a in argv if a.endswith(":/src:ro")][0]).st_mode
+            return FakePodman.__call__(self, argv, env)
+
+    fake = Recording(good_modules())
+    man = kb.build(fake, {"podman": "podman"}, src, digest, KVER, "1", "vastnfs", str(tmp_path / "c"), "img",
+                   is_rootless=False)
+    assert owners["out"] == 65534 and owners["src_mode"] & 0o005 == 0o005
+    assert "--user" in [c for c in fake.calls if any(a.endswith(":/out:rw") for a in c)][0]
+    dist = os.path.join(str(tmp_path / "c"), man["key"], "dist")
+    assert all(os.stat(os.path.join(dist, f)).st_uid == 0 for f in os.listdir(dist))

@@ -71,6 +71,9 @@ class FakeDepmod(object):
 
 def fake_podman(files, dist_name="p.deb"):
     def run(argv, env=None):
+        answer = vf.builder_image_answer(argv)
+        if answer:
+            return answer
         if argv[1] == "run":
             out = [a.split(":")[0] for a in argv if a.endswith(":/out:rw")][0]
             os.makedirs(os.path.join(out, "dist"))

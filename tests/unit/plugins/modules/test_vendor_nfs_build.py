@@ -33,6 +33,14 @@ with open(%(log)r, "a") as f:
 args = sys.argv[1:]
 if args[:2] == ["image", "exists"]:
     sys.exit(0 if os.environ.get("FAKE_PODMAN_IMAGE", "1") == "1" else 1)
+if args[:2] == ["image", "inspect"]:
+    print(json.dumps([{"Id": "sha256:" + "1" * 64, "Digest": "sha256:" + "2" * 64, "RepoDigests": []}]))
+    sys.exit(0)
+if args[0] in ("pull", "build"):
+    sys.exit(int(os.environ.get("FAKE_PODMAN_CREATE_RC", "0")))
+if args[0] == "run" and not any(a.endswith(":/out:rw") for a in args):
+    sys.stdout.write("installed\tgcc-12\t12.2.0-14\tamd64\ngpufabric-headers\tyes\n")
+    sys.exit(0)
 if args[0] == "run":
     out = [a.split(":")[0] for a in args if a.endswith(":/out:rw")][0]
     kver = [a.split("=", 1)[1] for a in args if a.startswith("KVER=")][0]
@@ -78,6 +86,17 @@ def env(tmp_path, monkeypatch):
     ({"version": "1 0"}, "version"),
     ({"profile": "nope"}, "value of profile must be one of"),
     ({"signing_key": "/nonexistent.key"}, "parameters are required together"),
+    # issue 13: a value spanning two lines, including [trusted=yes]
+    ({"builder_sources": ["deb http://m.invalid/d bookworm main\ndeb [trusted=yes] http://e.invalid/d bookworm main"]},
+     "spans several lines"),
+    ({"builder_sources": ["deb [trusted=yes] file:/srv/repo ./"]}, "builder_allow_unauthenticated allows it"),
+    ({"builder_extra_packages": ["bc; rm -rf /"]}, "is not a package name"),
+    ({"builder_image": "bad image"}, "is not an image reference"),
+    ({"builder_base_image": "x\ny"}, "is not an image reference"),
+    ({"builder_mirror": "ftp://m.invalid/d"}, "builder mirror"),
+    ({"builder_suite": "bookworm main"}, "builder suite"),
+    ({"builder_mode": "image"}, "builder_mode=image needs builder_image"),
+    ({"builder_mode": "containerfile", "builder_containerfile": "/nonexistent/Containerfile"}, "does not exist"),
 ])
 def test_bad_input_fails_before_podman(env, monkeypatch, override, needle):
     res = run_module(vendor_nfs_build, dict(env["args"], **override), monkeypatch=monkeypatch)
@@ -103,10 +122,13 @@ def test_build_cache_install_idempotent(env, monkeypatch):
     first = run_module(vendor_nfs_build, args, monkeypatch=monkeypatch)
     assert not first.get("failed"), first.get("msg")
     assert first["changed"] and first["built"] and not first["cache_hit"]
-    runs = [c for c in env["calls"]() if c[0] == "run"]
+    runs = [c for c in env["calls"]() if c[0] == "run" and any(a.endswith(":/out:rw") for a in c)]
     assert len(runs) == 1
     assert "--network" in runs[0] and runs[0][runs[0].index("--network") + 1] == "none"
     assert "--privileged" not in runs[0]
+    assert ("--user" in runs[0]) is (os.geteuid() == 0) and ("--userns" in runs[0]) is (os.geteuid() != 0)
+    assert first["builder"]["id"] == "sha256:" + "1" * 64 and first["builder"]["packages"] == 1
+    assert "gcc-12=12.2.0-14 amd64" in open(first["builder"]["packages_file"]).read()
     assert first["collisions"] == [["vastnfs-4.0.35-gf1/Makefile", "vastnfs-4.0.35-gf1/makefile"]]
     assert first["install"]["method"] == "copy"
     assert sorted(d["object"] for d in first["drift"]) == ["%s/rpcrdma" % KVER, "%s/sunrpc" % KVER]
@@ -120,7 +142,7 @@ def test_build_cache_install_idempotent(env, monkeypatch):
     assert not second.get("failed"), second.get("msg")
     assert not second["changed"] and second["cache_hit"] and not second["built"]
     assert second["install"]["actions"] == [] and second["drift"] == []
-    assert len([c for c in env["calls"]() if c[0] == "run"]) == 1
+    assert len([c for c in env["calls"]() if c[0] == "run"]) == 2
 
     # A module replaced behind our back is drift and is repaired.
     (bundle / "sunrpc.ko").write_bytes(b"in-tree")
@@ -136,3 +158,30 @@ def test_url_source_file_scheme(env, monkeypatch):
     res = run_module(vendor_nfs_build, args, monkeypatch=monkeypatch)
     assert not res.get("failed"), res.get("msg")
     assert res["built"]
+
+
+@pytest.mark.parametrize("override,first_create", [
+    ({"builder_mode": "image", "builder_image": "registry.example/team/kbuild@sha256:" + "a" * 64}, "pull"),
+    ({"builder_mode": "containerfile", "builder_family": "el",
+      "builder_base_image": "registry.example/el/base:9"}, "build"),
+    ({"builder_mode": "containerfile", "builder_base_image": "registry.example/u/base:24.04",
+      "builder_sources": ["deb [trusted=yes] file:/srv/k ./"], "builder_allow_unauthenticated": True}, "build"),
+])
+def test_builder_modes_create_the_missing_image(env, monkeypatch, override, first_create):
+    monkeypatch.setenv("FAKE_PODMAN_IMAGE", "0")
+    res = run_module(vendor_nfs_build, dict(env["args"], builder_create=True, **override), monkeypatch=monkeypatch)
+    assert not res.get("failed"), res.get("msg")
+    assert res["builder"]["mode"] == override["builder_mode"] and res["builder"]["created"]
+    verbs = [c[0] for c in env["calls"]()]
+    assert verbs[:2] == ["image", first_create] and verbs.count("run") == 2
+    if first_create == "build":
+        build = [c for c in env["calls"]() if c[0] == "build"][0]
+        assert "BASE_IMAGE=%s" % override["builder_base_image"] in build
+
+
+def test_builder_mode_containerfile_needs_a_base_image(env, monkeypatch):
+    monkeypatch.setenv("FAKE_PODMAN_IMAGE", "0")
+    res = run_module(vendor_nfs_build, dict(env["args"], builder_create=True, builder_mode="containerfile"),
+                     monkeypatch=monkeypatch)
+    assert res["failed"] and "builder_base_image" in res["msg"]
+    assert [c[0] for c in env["calls"]()] == ["image"]

@@ -27,6 +27,9 @@ BASE = "/lib/modules/%s/updates/bundle/" % KVER
 
 
 def fake_podman(argv, env=None):
+    answer = vf.builder_image_answer(argv)
+    if answer:
+        return answer
     if argv[1] == "run":
         out = [a.split(":")[0] for a in argv if a.endswith(":/out:rw")][0]
         os.makedirs(os.path.join(out, "dist"))
