@@ -272,9 +272,10 @@ def test_ensure_configfs(tmp_path, case):
     assert run.calls == commands
 
 
-@pytest.mark.parametrize("tos,drift", [(106, [{"concern": "rdma_cm", "object": "mlx5_0/1",
-                                                 "key": "default_roce_tos", "current": 0, "desired": 106}]),
-                                      (0, [])])
+DRIFT_106 = [{"concern": "rdma_cm", "object": "mlx5_0/1", "key": "default_roce_tos", "current": 0, "desired": 106}]
+
+
+@pytest.mark.parametrize("tos,drift", [(106, DRIFT_106), (0, [])])
 def test_check_mode_without_configfs_reads_the_default_after_loading(tmp_path, tos, drift):
     sr = build(tmp_path, configfs=False)
     run = Runner(tmp_path, "modprobe")
