@@ -15,11 +15,11 @@ version_added: 0.1.0
 description:
   - Runs one discovery pass (as M(gpufabric.node.gpufabric_facts)) and records every path it reads - the sysfs PCI,
     net, infiniband and IOMMU entries with their symbolic links kept as links, the PCI config spaces as their bytes,
-    the C(/proc) files and the few files under C(/etc) - into I(dest)C(.tar.gz), and the facts of that pass into
-    I(dest)C(.facts.json). Nothing else is copied; directories discovery lists keep their entry names (files it did
+    the C(/proc) files and the few files under C(/etc) - into C(<dest>.tar.gz), and the facts of that pass into
+    C(<dest>.facts.json). Nothing else is copied; directories discovery lists keep their entry names (files it did
     not read are empty). Discovery runs no tools, so the capture holds no command output.
   - Unpacked, the tarball is a sysroot; discovery run over it with C(GPUFABRIC_SYSROOT) gives exactly the facts
-    in I(dest)C(.facts.json). Attach both to a bug report; tests replay captures kept as fixtures.
+    in C(<dest>.facts.json). Attach both to a bug report; tests replay captures kept as fixtures.
   - The tarball holds regular files, directories and relative symlinks that stay inside it, and is deterministic
     (sorted, mtime 0, owner root); the same node state gives the same bytes, so a second run reports no change.
     Device nodes that discovery opens (C(/dev/nvidia-fs0)) become empty files.
@@ -30,7 +30,7 @@ author:
 options:
   dest:
     description:
-      - Output prefix; the module writes I(dest)C(.tar.gz) and I(dest)C(.facts.json). Its directory must exist.
+      - Output prefix; the module writes C(<dest>.tar.gz) and C(<dest>.facts.json). Its directory must exist.
     type: path
     required: true
   mask:

@@ -115,9 +115,9 @@ ports:
       type: int
       sample: 0
     source:
-      description: Where RV(ports[].before) comes from - C(configfs), C(kernel default (no configfs group)) or
-        C(kernel default (rdma_cm configfs not available)) (check mode before loading rdma_cm); null when the port
-        failed before it could be read.
+      description: Where RV(ports[].before) comes from - C(configfs), C(kernel default, no configfs group) or
+        C(kernel default, no rdma_cm configfs) (check mode before loading rdma_cm); null when the port failed before
+        it could be read.
       type: str
       sample: configfs
     after:
