@@ -12,6 +12,13 @@ Kernel behaviour this code relies on:
 * ``rmdir`` of the group does not reset the value. The value is reset to 0 whenever the RDMA
   device registers (boot, driver reload, firmware reset): the boot-time applier calls
   :func:`apply_tos` again on the udev ``add`` event of the infiniband device.
+* The value lives in the kernel's per-device rdma_cm state, not in the configfs group: rdma_cm sets
+  every port to 0 when it adds the device (``cma_add_one``), and the group only exposes it. A device
+  without a group therefore runs with ToS 0 (:data:`KERNEL_DEFAULT_TOS`), and :func:`current_tos`
+  reads it so; the one case it cannot see is a group that was written and removed again since the
+  device registered (its value stays), which a real run uncovers when it creates the group.
+  Without ``/sys/kernel/config/rdma_cm`` at all (rdma_cm not loaded or configfs not mounted) the
+  ports also start at 0 once rdma_cm loads; that state is reported apart (``configfs``).
 * ToS 106 = DSCP 26 << 2 | ECT(0); 104 = DSCP 26 without ECN capability.
 
 Commands (``modprobe``, ``mount``) are passed to the injected runner ``run(argv)`` with the
@@ -34,6 +41,10 @@ CONFIGFS = "/sys/kernel/config"
 RDMA_CM = CONFIGFS + "/rdma_cm"
 IB_CLASS = "/sys/class/infiniband"
 DEFAULT_TOS = 106
+KERNEL_DEFAULT_TOS = 0
+SOURCE_CONFIGFS = "configfs"
+SOURCE_NO_GROUP = "kernel default, no configfs group"
+SOURCE_NOT_LOADED = "kernel default, no rdma_cm configfs"
 DEFAULT_DSCP = 26
 PORTS_WAIT_S = 2.0
 PORTS_POLL_S = 0.02
@@ -230,6 +241,20 @@ def _read_tos(sysroot, ibdev, port):
         raise RdmaCmError("unexpected content %r in %s" % (raw, _tos_attr(ibdev, port)))
 
 
+def current_tos(sysroot, ibdev, port):
+    """(tos, source) in effect on ``ibdev``/``port``; the read facts, drift and check mode share.
+
+    ``source`` is :data:`SOURCE_CONFIGFS` (read from the group), :data:`SOURCE_NO_GROUP` (no group for the
+    device: the kernel default 0) or :data:`SOURCE_NOT_LOADED` (no ``/sys/kernel/config/rdma_cm``: 0 once
+    rdma_cm loads). RdmaCmError when the group exists but the port's attribute is missing or unreadable.
+    """
+    if not sysroot.isdir(RDMA_CM):
+        return KERNEL_DEFAULT_TOS, SOURCE_NOT_LOADED
+    if not sysroot.isdir("%s/%s" % (RDMA_CM, ibdev)):
+        return KERNEL_DEFAULT_TOS, SOURCE_NO_GROUP
+    return _read_tos(sysroot, ibdev, port), SOURCE_CONFIGFS
+
+
 def _port_result(entry, tos, error=None):
     obj = "%s/%d" % (entry["device"], entry["port"])
     changes = [results.change("default_roce_tos", entry["before"], entry["after"])] \
@@ -243,8 +268,10 @@ def apply_tos(sysroot, devices_ports, tos, check_mode, run=None, wait_timeout=PO
     """Set default_roce_tos on every (ibdev, port); the single implementation (module and boot applier).
 
     ``devices_ports``: iterable of (ibdev, port) with port an int or None (= every port).
-    Returns {"changed", "configfs", "ports": [{"device","port","before","after"}], "drift", "actions", "results",
-    "errors"}. ``before`` is None when the device group did not exist yet and check mode could not create it.
+    Returns {"changed", "configfs", "ports": [{"device","port","before","after","source"}], "drift", "actions",
+    "results", "errors"}. In check mode a port without a configfs group reads as the kernel default 0 (``source``
+    says so); a real run creates the group (an action, not a change) and reads the value itself, so
+    ``changed`` differs between the two only when a removed group left a value other than 0.
     Each port is set on its own: a device group that cannot be created or whose ports do not appear, a value that
     cannot be written or does not read back fails that device's ports or that port (``results``: one
     ``results.result`` per ``<ibdev>/<port>``; ``errors`` the messages) and the others are set all the same.
@@ -255,9 +282,9 @@ def apply_tos(sysroot, devices_ports, tos, check_mode, run=None, wait_timeout=PO
     result = {"changed": False, "configfs": None, "ports": [], "drift": [], "actions": [], "results": [],
               "errors": []}
     result["configfs"] = ensure_configfs(sysroot, check_mode, run)
-    if result["configfs"] == "loaded":
+    if result["configfs"] in ("loaded", "would load"):
         result["changed"] = True
-        result["actions"].append("loaded configfs/rdma_cm")
+        result["actions"].append("%s configfs/rdma_cm" % result["configfs"])
     by_dev = {}
     for ibdev, port in pairs:
         by_dev.setdefault(ibdev, []).append(port)
@@ -274,20 +301,26 @@ def apply_tos(sysroot, devices_ports, tos, check_mode, run=None, wait_timeout=PO
         have_group = result["configfs"] != "would load" and sysroot.isdir(group)
         try:
             if not have_group and not check_mode:
+                # Creating the group only exposes the kernel's value (0 unless a removed group left another):
+                # not a change by itself, so check mode (which reads the default) predicts the same ``changed``.
                 sysroot.mkdir(group)
-                result["changed"] = True
                 result["actions"].append("created %s" % group)
                 have_group = True
             if have_group:
                 wait_for_ports(sysroot, ibdev, ports, timeout=wait_timeout, sleep=sleep)
         except (RdmaCmError, IOError, OSError) as e:
             for port in ports:
-                fail({"device": ibdev, "port": port, "before": None, "after": None, "error": None}, e)
+                fail({"device": ibdev, "port": port, "before": None, "after": None, "error": None, "source": None}, e)
             continue
         for port in ports:
-            entry = {"device": ibdev, "port": port, "before": None, "after": None, "error": None}
+            entry = {"device": ibdev, "port": port, "before": None, "after": None, "error": None, "source": None}
             try:
-                entry["before"] = entry["after"] = _read_tos(sysroot, ibdev, port) if have_group else None
+                if have_group:
+                    entry["before"], entry["source"] = _read_tos(sysroot, ibdev, port), SOURCE_CONFIGFS
+                else:
+                    entry["before"] = KERNEL_DEFAULT_TOS
+                    entry["source"] = SOURCE_NOT_LOADED if result["configfs"] == "would load" else SOURCE_NO_GROUP
+                entry["after"] = entry["before"]
                 if entry["before"] != tos:
                     result["drift"].append({"concern": "rdma_cm", "object": "%s/%d" % (ibdev, port),
                                             "key": "default_roce_tos", "current": entry["before"], "desired": tos})

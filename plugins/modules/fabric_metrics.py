@@ -22,8 +22,8 @@ description:
   - The file is written atomically (a temporary file in the same directory, renamed) and only when its content
     changes. It carries no timestamps, so a node whose state did not change is not rewritten.
   - Evidence that cannot be read is left out, never written as zero - nvidia-fs counters when nvidia-fs is not loaded
-    or prints no read/write counters (C(rw_stats_enabled=0)), the ToS of a port whose rdma_cm configfs group does not
-    exist, the ACS state of a bridge whose config space cannot be read. A rail whose C(dcb) query fails has
+    or prints no read/write counters (C(rw_stats_enabled=0)), the ToS of a port when C(/sys/kernel/config/rdma_cm)
+    itself is missing (rdma_cm not loaded or configfs not mounted), the ACS state of a bridge whose config space cannot be read. A rail whose C(dcb) query fails has
     C(gpufabric_rail_dcb_up 0) and no other DCB series.
   - C(gpufabric_gds_active) and C(gpufabric_gds_compat_fallback_detected) come from I(gds) (the result of
     M(gpufabric.node.gds_verify)) because proving GDS takes a test transfer; they are absent without it.
@@ -285,12 +285,14 @@ def read_dcb(module, sysroot, rails):
 
 
 def read_tos(sysroot, facts):
+    """ToS per rail port: the configfs value, 0 (kernel default) without a group, None without rdma_cm configfs."""
     out = []
     for r in facts.get("rails") or []:
-        raw = sysroot.read("%s/%s/ports/%d/default_roce_tos" % (rdma_cm.RDMA_CM, r["ibdev"], r["port"]))
         try:
-            tos = int(raw) if raw is not None else None
-        except ValueError:
+            tos, source = rdma_cm.current_tos(sysroot, r["ibdev"], r["port"])
+        except rdma_cm.RdmaCmError:
+            tos, source = None, None
+        if source == rdma_cm.SOURCE_NOT_LOADED:
             tos = None
         out.append({"device": r["ibdev"], "port": r["port"], "rail": r.get("netdev"), "tos": tos})
     return out

@@ -18,8 +18,12 @@ description:
     RDMA, MPI, NCCL's connection setup) carry the DSCP of the lossless class.
   - When C(/sys/kernel/config/rdma_cm) is missing the module loads C(configfs) and C(rdma_cm) with C(modprobe -a) and
     mounts configfs on C(/sys/kernel/config); in check mode it only reports that it would.
-  - Creates the configfs device group with C(mkdir) when needed (the kernel then creates C(ports/<n>/)), writes the
-    value, reads it back and fails when it differs.
+  - Creates the configfs device group with C(mkdir) when needed (the kernel then creates C(ports/<n>/) showing the
+    device's current value), writes the value when it differs, reads it back and fails when it differs. Creating the
+    group alone is not a change (it only exposes the value), so a device without a group whose wanted ToS is 0 is
+    C(ok).
+  - A port without a configfs group runs with the kernel's default ToS 0 (rdma_cm sets it when it adds the device);
+    check mode and RV(drift) read it so and RV(ports[].source) says where the value came from.
   - Each port is set on its own. When a device group cannot be created, its ports do not appear, or a value cannot
     be written or does not read back, the module goes on with the other ports and fails at the end naming every
     failed port; C(changed) and RV(results) say what was changed. A rail (or device) with a failed port keeps
@@ -106,9 +110,16 @@ ports:
       type: str
       sample: ens1np0
     before:
-      description: Value before; null when it could not be read in check mode (configfs group not created yet).
+      description: Value before (the kernel default 0 for a port without a configfs group); null when the port failed
+        before it could be read.
       type: int
       sample: 0
+    source:
+      description: Where RV(ports[].before) comes from - C(configfs), C(kernel default, no configfs group) or
+        C(kernel default, no rdma_cm configfs) (check mode before loading rdma_cm); null when the port failed before
+        it could be read.
+      type: str
+      sample: configfs
     after:
       description: Value after (in check mode, the value that would be set); as read back when the port failed.
       type: int
@@ -153,7 +164,8 @@ state_file:
   type: str
   sample: /etc/gpufabric/state.json
 actions:
-  description: What was done, in words.
+  description: What was done (or, in check mode, would be done), in words; C(created <group>) is listed but is not
+    a change by itself.
   returned: always
   type: list
   elements: str

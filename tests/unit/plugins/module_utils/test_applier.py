@@ -423,5 +423,5 @@ def test_cli_json_and_exit_code(node, monkeypatch, capsys):
     assert "error: dcb:" in err
     summary = json.loads(out[out.index("{"):])
     assert summary["check_mode"] is True and summary["errors"]
-    assert "would change rdma_cm: mlx5_0/1 default_roce_tos unset -> 106" in out
+    assert "would change rdma_cm: mlx5_0/1 default_roce_tos 0 -> 106" in out
     assert "gpufabric-apply (all recorded state, check mode): 1 change(s), 1 error(s)" in out

@@ -73,8 +73,12 @@ APPLY_CASES = [
      [("mlx5_0", 1)], 106, False, False, [106], {"mlx5_0": 106}),
     ("existing group with reset value", {"mlx5_0": 1}, {"mlx5_0": {1: 0}},
      [("mlx5_0", 1)], 104, False, True, [0], {"mlx5_0": 104}),
-    ("check mode, no group: nothing created", {"mlx5_0": 1}, {},
-     [("mlx5_0", 1)], 106, True, True, [None], {"mlx5_0": None}),
+    ("check mode, no group: nothing created, kernel default read", {"mlx5_0": 1}, {},
+     [("mlx5_0", 1)], 106, True, True, [0], {"mlx5_0": None}),
+    ("check mode, no group, ToS 0 wanted: nothing to do", {"mlx5_0": 1}, {},
+     [("mlx5_0", 1)], 0, True, False, [0], {"mlx5_0": None}),
+    ("no group, ToS 0 wanted: group created, not a change", {"mlx5_0": 1}, {},
+     [("mlx5_0", 1)], 0, False, False, [0], {"mlx5_0": 0}),
     ("check mode, group at 0: nothing written", {"mlx5_0": 1}, {"mlx5_0": {1: 0}},
      [("mlx5_0", 1)], 106, True, True, [0], {"mlx5_0": 0}),
     ("port None means every port", {"mlx5_0": 2}, {},
@@ -107,6 +111,52 @@ def test_apply_tos(tmp_path, case):
             assert read_tos(tmp_path, ibdev, port) == want
 
 
+@pytest.mark.parametrize("case", APPLY_CASES, ids=[c[0] for c in APPLY_CASES])
+def test_check_mode_predicts_the_real_run(tmp_path, case):
+    """Check mode on a copy of the node gives the real run's changed, drift, befores and results."""
+    _id, devices, groups, request, tos, _check, _changed, _befores, _disk = case
+    check_root, real_root = tmp_path / "check", tmp_path / "real"
+    outcomes = []
+    for root, check in ((check_root, True), (real_root, False)):
+        sr = build(root, devices, groups=groups)
+        outcomes.append(rdma_cm.apply_tos(sr, request, tos, check, sleep=Kernel(root).sleep))
+    predicted, real = outcomes
+    assert predicted["changed"] is real["changed"]
+    assert predicted["drift"] == real["drift"]
+    assert [p["before"] for p in predicted["ports"]] == [p["before"] for p in real["ports"]]
+    assert [r["result"] for r in predicted["results"]] == [r["result"] for r in real["results"]]
+
+
+@pytest.mark.parametrize("configfs,groups,want", [
+    (True, {"mlx5_0": {1: 106}}, (106, rdma_cm.SOURCE_CONFIGFS)),
+    (True, {}, (0, rdma_cm.SOURCE_NO_GROUP)),
+    (False, {}, (0, rdma_cm.SOURCE_NOT_LOADED)),
+])
+def test_current_tos(tmp_path, configfs, groups, want):
+    sr = build(tmp_path, {"mlx5_0": 1}, configfs=configfs, groups=groups)
+    assert rdma_cm.current_tos(sr, "mlx5_0", 1) == want
+
+
+def test_current_tos_group_without_port_attribute(tmp_path):
+    sr = build(tmp_path, {"mlx5_0": 1})
+    os.makedirs(os.path.join(str(tmp_path), RDMA, "mlx5_0"))
+    with pytest.raises(rdma_cm.RdmaCmError, match="cannot read"):
+        rdma_cm.current_tos(sr, "mlx5_0", 1)
+
+
+def test_removed_group_value_is_read_when_the_group_is_recreated(tmp_path):
+    """The kernel keeps a value after rmdir: the real run reads it from the recreated group, not the default."""
+    sr = build(tmp_path, {"mlx5_0": 1})
+
+    def sleep(_s):
+        _w(os.path.join(str(tmp_path), RDMA, "mlx5_0", "ports", "1", "default_roce_tos"), "106\n")
+
+    res = rdma_cm.apply_tos(sr, [("mlx5_0", 1)], 106, False, sleep=sleep)
+    assert res["changed"] is False and res["drift"] == []
+    assert res["ports"][0]["source"] == rdma_cm.SOURCE_CONFIGFS
+    assert res["actions"] == ["created /sys/kernel/config/rdma_cm/mlx5_0"]
+
+
 def test_second_run_is_idempotent(tmp_path):
     sr = build(tmp_path)
     kernel = Kernel(tmp_path)
@@ -135,8 +185,8 @@ def test_apply_times_out_with_real_clock(tmp_path):
     res = rdma_cm.apply_tos(sr, [("mlx5_0", 1)], 106, False, wait_timeout=0.1)
     assert [r["result"] for r in res["results"]] == ["failed"]
     assert "mlx5_0/1" in res["errors"][0] and "did not appear under ports/" in res["errors"][0]
-    # the group was created (kernel interaction happened: a change) but no value was written
-    assert res["changed"] and os.path.isdir(os.path.join(str(tmp_path), RDMA, "mlx5_0"))
+    # the group was created (it only exposes the value: not a change) but no value was written
+    assert not res["changed"] and os.path.isdir(os.path.join(str(tmp_path), RDMA, "mlx5_0"))
     assert res["results"][0]["changes"] == []
 
 
@@ -222,14 +272,19 @@ def test_ensure_configfs(tmp_path, case):
     assert run.calls == commands
 
 
-def test_check_mode_without_configfs_reports_unknown(tmp_path):
+DRIFT_106 = [{"concern": "rdma_cm", "object": "mlx5_0/1", "key": "default_roce_tos", "current": 0, "desired": 106}]
+
+
+@pytest.mark.parametrize("tos,drift", [(106, DRIFT_106), (0, [])])
+def test_check_mode_without_configfs_reads_the_default_after_loading(tmp_path, tos, drift):
     sr = build(tmp_path, configfs=False)
     run = Runner(tmp_path, "modprobe")
-    res = rdma_cm.apply_tos(sr, [("mlx5_0", 1)], 106, True, run=run)
+    res = rdma_cm.apply_tos(sr, [("mlx5_0", 1)], tos, True, run=run)
     assert run.calls == []
     assert res["configfs"] == "would load"
-    assert res["drift"] == [{"concern": "rdma_cm", "object": "mlx5_0/1", "key": "default_roce_tos",
-                             "current": None, "desired": 106}]
+    assert res["changed"] is True                      # loading rdma_cm is a change even when ToS 0 is wanted
+    assert res["ports"][0]["source"] == rdma_cm.SOURCE_NOT_LOADED
+    assert res["drift"] == drift
 
 
 def test_configfs_mounted_skips_mount(tmp_path):

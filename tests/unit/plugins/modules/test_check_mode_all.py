@@ -67,6 +67,7 @@ def _vendor_args(node):
 CASES = {
     # state-managing modules: a real run would change the drifted node
     "dcb_qos": _case(lambda n: {"rails": _rails(n)}, True),
+    "fabric_capture": _case(lambda n: {"dest": os.path.join(n["root"], "capture")}, True),
     "fabric_metrics": _case(lambda n: {"rails": _rails(n)}, True),
     "fabric_persist": _case(lambda n: {}, True),
     "fabric_report": _case(lambda n: {"nodes": {"ap1": {"drift": [

@@ -132,7 +132,8 @@ def test_fresh_node_then_configured_then_idempotent(node, monkeypatch):
     assert set(by(m["gpufabric_rail_pfc_enabled"], "rail", "priority").values()) == {0.0}
     assert len(m["gpufabric_rail_pfc_enabled"]) == 8 * len(rails)
     assert "gpufabric_rail_dscp_priority" not in m
-    assert "gpufabric_rdma_cm_tos" not in m                  # no configfs group yet: unknown, not 0
+    # no configfs group yet: the kernel default 0 is in effect
+    assert set(by(m["gpufabric_rdma_cm_tos"], "device", "port", "rail").values()) == {0.0}
     assert "gpufabric_nvfs_reads_total" not in m             # rw_stats_enabled=0 in this topology
     assert m["gpufabric_nvfs_read_errors_total"] == {frozenset(): 0.0}
     assert m["gpufabric_nvfs_loaded"] == {frozenset(): 1.0}
@@ -158,7 +159,8 @@ def test_fresh_node_then_configured_then_idempotent(node, monkeypatch):
     dscp = by(m["gpufabric_rail_dscp_priority"], "rail", "dscp")
     assert dscp[(rails[0], "26")] == 3.0 and dscp[(rails[0], "46")] == 5.0     # mlx5 default DSCP >> 3
     assert by(m["gpufabric_rail_dscp_app_entries"], "rail")[(rails[0],)] == 64.0
-    assert by(m["gpufabric_rdma_cm_tos"], "device", "port", "rail") == {("mlx5_0", "1", "ens1np0"): 106.0}
+    tos = by(m["gpufabric_rdma_cm_tos"], "device", "port", "rail")
+    assert tos.pop(("mlx5_0", "1", "ens1np0")) == 106.0 and set(tos.values()) == {0.0}    # the rest: no group
     assert m["gpufabric_nvfs_reads_total"] == {frozenset(): 12.0}
     assert m["gpufabric_nvfs_read_mib_total"] == {frozenset(): 256.0}
     assert m["gpufabric_nvfs_writes_total"] == {frozenset(): 4.0}

@@ -59,7 +59,7 @@ def test_rails_apply_then_idempotent(node, monkeypatch):
     assert first["changed"] is True
     assert len(first["ports"]) == 8 and len(first["drift"]) == 9  # 8 ports + the state file
     assert first["ports"][0] == {"device": "mlx5_0", "port": 1, "rail": "ens1np0", "before": 0, "after": 106,
-                                 "error": None}
+                                 "error": None, "source": "configfs"}
     assert first["results"][0] == {"object": "mlx5_0/1", "result": "changed", "error": None,
                                    "changes": [{"key": "default_roce_tos", "before": 0, "after": 106}]}
     assert first["concerns"]["rdma_cm"]["status"] == "ok" and first["concerns"]["rdma_cm"]["corrected"]
@@ -76,7 +76,7 @@ def test_check_mode_creates_nothing(node, monkeypatch):
     res = run_module(rdma_cm_tos, {"devices": ["mlx5_0", "mlx5_1"], "tos": 104}, check_mode=True,
                      monkeypatch=monkeypatch)
     assert res["changed"] is True
-    assert [d["current"] for d in res["drift"]] == [None, None, "missing"]
+    assert [d["current"] for d in res["drift"]] == [0, 0, "missing"]
     assert os.listdir(os.path.join(root, RDMA)) == []
     assert not os.path.exists(os.path.join(root, "etc/gpufabric/state.json"))
 
@@ -144,7 +144,7 @@ def test_ports_timeout_is_reported(node, monkeypatch):
     res = run_module(rdma_cm_tos, {"devices": ["mlx5_0"]}, monkeypatch=monkeypatch)
     assert res.get("failed") is True
     assert "did not appear under ports/" in res["msg"] and "mlx5_0/1" in res["msg"]
-    # the group was created: a change; the device keeps what was recorded for it (nothing)
-    assert res["changed"] is True and res["results"][0]["result"] == "failed"
+    # the group was created (not a change by itself); the device keeps what was recorded for it (nothing)
+    assert res["changed"] is False and res["results"][0]["result"] == "failed"
     assert res["concerns"]["rdma_cm"]["status"] == "error"
     assert not os.path.exists(os.path.join(root, "etc/gpufabric/state.json"))
