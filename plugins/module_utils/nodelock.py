@@ -13,9 +13,11 @@ the first one left.
 A second writer tries again every ``POLL_S`` seconds, up to a bounded total wait (``DEFAULT_TIMEOUT_S``, the
 environment variable ``GPUFABRIC_LOCK_TIMEOUT`` overrides it, the applier also takes ``--lock-wait``), then fails
 with :class:`NodeLockError` naming the holder: right after it gets the lock, a holder writes its name, pid and
-start time (UTC) into the lock file and empties it again before it lets go. The kernel releases an ``flock`` when
-its process dies, so what the file says is only informational: a waiter that times out checks whether the named
-process still runs and says so when it does not.
+start time (UTC) into the lock file, and it removes the file before it lets go (so a run leaves nothing behind
+but the directory; a waiter that had opened the removed file finds it gone and opens the new one). The kernel
+releases an ``flock`` when its process dies, leaving the file and its record: what the file says is only
+informational, and a waiter that times out checks whether the named process still runs and says so when it does
+not.
 
 Check mode takes no lock (it writes nothing; reading without the lock is fine). A nested acquisition in the
 process that already holds the lock (same path) is counted, not waited for, so code that holds the lock can call
@@ -162,6 +164,29 @@ class NodeLock(object):
             return self
         timeout = timeout_from_env() if self.timeout is None else float(self.timeout)
         _lock_dir(os.path.dirname(self.real))
+        start = self.clock()
+        while True:
+            fd = self._open()
+            try:
+                got = self._try(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            if got:
+                break
+            os.close(fd)
+            waited = self.clock() - start
+            if waited >= timeout:
+                raise NodeLockError("the node lock %s is held by %s: %s waited %.1f s for it and gives up; run it "
+                                    "again when that is done" % (self.sysroot.unroot(self.real), self._holder(),
+                                                                 self.owner, waited))
+            self.sleep(min(POLL_S, max(0.0, timeout - waited)))
+        self.waited_s = self.clock() - start
+        _HELD[self.real] = [os.getpid(), fd, 1]
+        self._entered = True
+        return self
+
+    def _open(self):
         try:
             fd = os.open(self.real, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as e:
@@ -173,35 +198,44 @@ class NodeLock(object):
             if not stat.S_ISREG(st.st_mode):
                 raise NodeLockError("refusing the node lock %s: it is not a regular file" % self.real)
             _check_owned(self.real, st, "file")
-            self._wait(fd, timeout)
-            record = json.dumps({"owner": self.owner, "pid": os.getpid(), "since": _utc(time.time())},
-                                sort_keys=True) + "\n"
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, record.encode("utf-8"), 0)
         except BaseException:
-            os.close(fd)  # closing the only descriptor also releases an flock taken on it
+            os.close(fd)
             raise
-        _HELD[self.real] = [os.getpid(), fd, 1]
-        self._entered = True
-        return self
+        return fd
 
-    def _wait(self, fd, timeout):
-        start = self.clock()
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self.waited_s = self.clock() - start
-                return
-            except (IOError, OSError) as e:
-                if e.errno not in _BUSY:
-                    raise
-            waited = self.clock() - start
-            if waited >= timeout:
-                holder = describe_holder(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
-                raise NodeLockError("the node lock %s is held by %s: %s waited %.1f s for it and gives up; run it "
-                                    "again when that is done" % (self.sysroot.unroot(self.real), holder, self.owner,
-                                                                 waited))
-            self.sleep(min(POLL_S, max(0.0, timeout - waited)))
+    def _try(self, fd):
+        """True when this process now holds the lock on ``fd``: the flock is taken and ``fd`` is still the file at
+        the lock's path (a holder removes the file before it lets go; whoever opened it before then retries)."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (IOError, OSError) as e:
+            if e.errno not in _BUSY:
+                raise
+            return False
+        try:
+            now = os.lstat(self.real)
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                raise
+            return False
+        mine = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino):
+            return False
+        record = json.dumps({"owner": self.owner, "pid": os.getpid(), "since": _utc(time.time())},
+                            sort_keys=True) + "\n"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, record.encode("utf-8"), 0)
+        return True
+
+    def _holder(self):
+        try:
+            fd = os.open(self.real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return describe_holder("")
+        try:
+            return describe_holder(os.read(fd, 4096).decode("utf-8", "replace"))
+        finally:
+            os.close(fd)
 
     def release(self):
         if not self._entered:
@@ -216,7 +250,10 @@ class NodeLock(object):
         del _HELD[self.real]
         fd = held[1]
         try:
-            os.ftruncate(fd, 0)
+            os.unlink(self.real)  # still holding it: a waiter that opened this file sees it gone and retries
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                raise
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)

@@ -112,7 +112,7 @@ def render_unit(script, boot_wait, before_units):
         "TimeoutStartSec=%d\n\n"
         "[Install]\n"
         "WantedBy=multi-user.target\n" % (HEADER, " ".join(before_units), script, boot_wait, LOCK_WAIT_S,
-                                         boot_wait + LOCK_WAIT_S + 120))
+                                          boot_wait + LOCK_WAIT_S + 120))
 
 
 def render_template(script, device_wait):
@@ -126,7 +126,7 @@ def render_template(script, device_wait):
         "Type=oneshot\n"
         "ExecStart=%s --device %%I --wait %d --lock-wait %d\n"
         "TimeoutStartSec=%d\n" % (HEADER, nodelock.LOCK_FILE, script, device_wait, LOCK_WAIT_S,
-                                   device_wait + LOCK_WAIT_S + 60))
+                                  device_wait + LOCK_WAIT_S + 60))
 
 
 def render_rule(systemctl):
