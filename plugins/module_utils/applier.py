@@ -374,15 +374,19 @@ def run_applier(sysroot, run, only_device=None, check_mode=False, log=None, wait
     # one writer of node state at a time: the boot run, the per-device runs and the modules (nodelock.py), from the
     # read of state.json through the last read-back; check mode reads without it
     owner = "gpufabric-apply" + (" --device %s" % only_device if only_device is not None else "")
+    lock = nodelock.NodeLock(sysroot, owner, timeout=lock_timeout, enabled=not check_mode)
     try:
-        with nodelock.NodeLock(sysroot, owner, timeout=lock_timeout, enabled=not check_mode):
-            return done(_apply_recorded(ctx, sysroot, only_device, state_path, ipr_factory))
+        lock.acquire()
     except nodelock.NodeLockError as e:
         ctx.error("lock", str(e))
         return done(RC_FAILED)
     except (OSError, IOError) as e:
         ctx.error("lock", "cannot take the node lock %s: %s" % (nodelock.LOCK_FILE, e))
         return done(RC_FAILED)
+    try:
+        return done(_apply_recorded(ctx, sysroot, only_device, state_path, ipr_factory))
+    finally:
+        lock.release()
 
 
 def _apply_recorded(ctx, sysroot, only_device, state_path, ipr_factory):

@@ -28,6 +28,10 @@ description:
     The work runs in a service, not in udev's C(RUN) (which udev kills when the event is done and runs in a
     sandbox that forbids mounting configfs); C(restart) rather than C(start) guarantees a fresh run after a
     registration that happens while an earlier run of the same device is still going.
+  - Every real run of the applier, like every module that writes node state, holds the node lock
+    C(/run/gpufabric/lock) (C(module_utils/nodelock.py)); the units pass C(--lock-wait 120), and a run that cannot
+    get the lock in that time fails naming the holder. Their C(TimeoutStartSec) leaves room for that wait.
+    This module holds the lock too while it surveys and fixes the installed files.
   - Runs C(systemctl daemon-reload) when a unit changed, C(systemctl unmask) when a mask hides the boot unit,
     C(systemctl enable) when it is not enabled and C(udevadm control --reload) when the rule changed.
   - Every file is written atomically (temp file in the same directory, owner and mode set on it, fsync, rename,
