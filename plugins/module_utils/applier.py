@@ -26,10 +26,12 @@ apply of a module, state.json keeps a failed object on what it had). One log lin
 key changed, as read back (``log``), journald-friendly; the return code is 0 when everything
 recorded was applied (or already in place), 1 when something could not be applied, 2 when the
 state file is unusable.
-A lock file (``/run/gpufabric-apply.lock``) serialises the boot run and the per-device runs.
+The node lock (``nodelock.py``, ``/run/gpufabric/lock``) serialises the boot run, the per-device runs and the
+modules that write node state; a run that cannot get it within ``--lock-wait`` seconds fails naming the holder
+(return code 1). Check mode takes no lock.
 
 CLI: ``python -m ansible_collections.gpufabric.node.plugins.module_utils.applier
-[--device IBDEV] [--check] [--wait SECONDS] [--json]``; the ``persistence`` role installs it as
+[--device IBDEV] [--check] [--wait SECONDS] [--lock-wait SECONDS] [--json]``; the ``persistence`` role installs it as
 ``/usr/local/sbin/gpufabric-apply``. Plain Python: no Ansible imports.
 This file is private to the collection: no stable API is promised.
 """
@@ -47,11 +49,11 @@ import sys
 import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, guard, rdma_cm, results, routing, state, topology
+from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 DEFAULT_WAIT_S = 30.0
 POLL_S = 0.25
-LOCK_FILE = "/run/gpufabric-apply.lock"
 NVFS_PARAM = "/sys/module/nvidia_fs/parameters/rw_stats_enabled"
 RC_OK = 0
 RC_FAILED = 1
@@ -353,9 +355,10 @@ def _apply_routing(ctx, section, ipr_factory):
 # --- entry points -------------------------------------------------------------------------------------
 
 def run_applier(sysroot, run, only_device=None, check_mode=False, log=None, wait_timeout=DEFAULT_WAIT_S,
-                sleep=None, clock=None, ipr_factory=None, state_path=state.STATE_FILE):
+                sleep=None, clock=None, ipr_factory=None, state_path=state.STATE_FILE, lock_timeout=None):
     """Apply the recorded state. Returns (rc, summary).
 
+    ``lock_timeout``: seconds to wait for the node lock (``nodelock.py``), None for its default.
     summary: {"changed", "check_mode", "device", "changes": [lines], "errors": [lines],
     "skipped": [lines], "concerns": {concern: {...}}}.
     """
@@ -368,45 +371,62 @@ def run_applier(sysroot, run, only_device=None, check_mode=False, log=None, wait
                        concerns=ctx.concerns)
         return rc, summary
 
+    # one writer of node state at a time: the boot run, the per-device runs and the modules (nodelock.py), from the
+    # read of state.json through the last read-back; check mode reads without it
+    owner = "gpufabric-apply" + (" --device %s" % only_device if only_device is not None else "")
+    lock = nodelock.NodeLock(sysroot, owner, timeout=lock_timeout, enabled=not check_mode)
+    try:
+        lock.acquire()
+    except nodelock.NodeLockError as e:
+        ctx.error("lock", str(e))
+        return done(RC_FAILED)
+    except (OSError, IOError) as e:
+        ctx.error("lock", "cannot take the node lock %s: %s" % (nodelock.LOCK_FILE, e))
+        return done(RC_FAILED)
+    try:
+        return done(_apply_recorded(ctx, sysroot, only_device, state_path, ipr_factory))
+    finally:
+        lock.release()
+
+
+def _apply_recorded(ctx, sysroot, only_device, state_path, ipr_factory):
+    """The applier's work under the node lock; the return code."""
     try:
         desired = state.load(sysroot, state_path)
     except state.StateError as e:
         ctx.error("state", str(e))
-        return done(RC_STATE)
+        return RC_STATE
     recorded = [c for c in state.CONCERNS if c in desired]
     if not recorded and not sysroot.exists(acs.STATE_FILE) and not sysroot.exists(routing.STATE_FILE):
         ctx.skip("state", "nothing recorded in %s" % state_path)
-        return done(RC_OK)
-
-    # one applier at a time (boot unit and udev-triggered instances); the store's flock helper, another lock file
-    with state.FileLock(sysroot, True, LOCK_FILE):
-        if only_device is not None:
-            if not sysroot.isdir("%s/%s" % (rdma_cm.IB_CLASS, only_device)):
-                ctx.error("device", "RDMA device %s does not exist (no %s/%s): removed again?"
-                          % (only_device, rdma_cm.IB_CLASS, only_device))
-                return done(RC_FAILED)
-            by_dev, _by_rail = _rails_by_ibdev(sysroot)
-            dev_rails = by_dev.get(only_device, [])
-            if "dcb" in desired:
-                _apply_dcb(ctx, desired["dcb"], dev_rails)
-            if "rdma_cm" in desired:
-                _apply_tos(ctx, desired["rdma_cm"], only_device)
+        return RC_OK
+    if only_device is not None:
+        if not sysroot.isdir("%s/%s" % (rdma_cm.IB_CLASS, only_device)):
+            ctx.error("device", "RDMA device %s does not exist (no %s/%s): removed again?"
+                      % (only_device, rdma_cm.IB_CLASS, only_device))
+            return RC_FAILED
+        by_dev, _by_rail = _rails_by_ibdev(sysroot)
+        dev_rails = by_dev.get(only_device, [])
+        if "dcb" in desired:
+            _apply_dcb(ctx, desired["dcb"], dev_rails)
+        if "rdma_cm" in desired:
+            _apply_tos(ctx, desired["rdma_cm"], only_device)
+    else:
+        if "acs" in desired:
+            _apply_acs(ctx, desired["acs"])
         else:
-            if "acs" in desired:
-                _apply_acs(ctx, desired["acs"])
-            else:
-                _acs_fallback(ctx)
-            if "dcb" in desired:
-                _apply_dcb(ctx, desired["dcb"], None)
-            if "rdma_cm" in desired:
-                _apply_tos(ctx, desired["rdma_cm"], None)
-            if "nvidia_fs" in desired:
-                _apply_nvidia_fs(ctx, desired["nvidia_fs"])
-            if "routing" in desired:
-                _apply_routing(ctx, desired["routing"], ipr_factory or _default_iproute)
-            elif sysroot.exists(routing.STATE_FILE):
-                _apply_routing(ctx, {"state_file": routing.STATE_FILE}, ipr_factory or _default_iproute)
-    return done(RC_FAILED if ctx.errors else RC_OK)
+            _acs_fallback(ctx)
+        if "dcb" in desired:
+            _apply_dcb(ctx, desired["dcb"], None)
+        if "rdma_cm" in desired:
+            _apply_tos(ctx, desired["rdma_cm"], None)
+        if "nvidia_fs" in desired:
+            _apply_nvidia_fs(ctx, desired["nvidia_fs"])
+        if "routing" in desired:
+            _apply_routing(ctx, desired["routing"], ipr_factory or _default_iproute)
+        elif sysroot.exists(routing.STATE_FILE):
+            _apply_routing(ctx, {"state_file": routing.STATE_FILE}, ipr_factory or _default_iproute)
+    return RC_FAILED if ctx.errors else RC_OK
 
 
 def main(argv=None, out=None, err=None, script=None):
@@ -420,8 +440,13 @@ def main(argv=None, out=None, err=None, script=None):
     parser.add_argument("--check", action="store_true", help="report what would change; change nothing")
     parser.add_argument("--wait", type=float, default=DEFAULT_WAIT_S, metavar="SECONDS",
                         help="wait at most this long for devices that have not appeared yet (default %(default)s)")
+    parser.add_argument("--lock-wait", type=float, default=None, metavar="SECONDS",
+                        help="wait at most this long for the node lock %s held by a module or another run (default "
+                             "$%s or %d)" % (nodelock.LOCK_FILE, nodelock.TIMEOUT_ENV, nodelock.DEFAULT_TIMEOUT_S))
     parser.add_argument("--json", action="store_true", help="print the summary as JSON at the end")
     args = parser.parse_args(argv)
+    if args.lock_wait is not None and not 0 <= args.lock_wait <= nodelock.MAX_TIMEOUT_S:  # also false for NaN
+        parser.error("--lock-wait must be 0..%d seconds (got %s)" % (nodelock.MAX_TIMEOUT_S, args.lock_wait))
     out = out or sys.stdout
     err = err or sys.stderr
 
@@ -435,7 +460,7 @@ def main(argv=None, out=None, err=None, script=None):
     if refused is not None:
         return refused
     rc, summary = run_applier(Sysroot(), command_runner(), only_device=args.device, check_mode=args.check,
-                              log=log, wait_timeout=args.wait)
+                              log=log, wait_timeout=args.wait, lock_timeout=args.lock_wait)
     scope = "device %s" % args.device if args.device else "all recorded state"
     out.write("gpufabric-apply (%s%s): %d change(s), %d error(s)\n"
               % (scope, ", check mode" if args.check else "", len(summary["changes"]), len(summary["errors"])))

@@ -35,7 +35,7 @@ import stat
 import sys
 import tempfile
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns, guard, state
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, guard, nodelock, state
 
 CONCERN = "persistence"
 PKG = guard.PKG
@@ -44,6 +44,9 @@ UNIT = "gpufabric-apply.service"
 TEMPLATE = "gpufabric-apply@.service"
 HEADER = "Managed by gpufabric.node (fabric_persist): do not edit, rerun the persistence role."
 DEFAULT_SYSTEMCTL = "/usr/bin/systemctl"
+# how long a run of the applier waits for the node lock (a module or another run holding it) before it fails naming
+# the holder; the units' TimeoutStartSec leaves room for it, so the applier, not systemd, ends a run that waited
+LOCK_WAIT_S = int(nodelock.DEFAULT_TIMEOUT_S)
 # systemd's unit search path (system scope), highest priority first: the first entry of a name wins
 UNIT_SEARCH = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
                "/usr/lib/systemd/system", "/lib/systemd/system")
@@ -105,10 +108,11 @@ def render_unit(script, boot_wait, before_units):
         "[Service]\n"
         "Type=oneshot\n"
         "RemainAfterExit=yes\n"
-        "ExecStart=%s --wait %d\n"
+        "ExecStart=%s --wait %d --lock-wait %d\n"
         "TimeoutStartSec=%d\n\n"
         "[Install]\n"
-        "WantedBy=multi-user.target\n" % (HEADER, " ".join(before_units), script, boot_wait, boot_wait + 120))
+        "WantedBy=multi-user.target\n" % (HEADER, " ".join(before_units), script, boot_wait, LOCK_WAIT_S,
+                                          boot_wait + LOCK_WAIT_S + 120))
 
 
 def render_template(script, device_wait):
@@ -116,12 +120,13 @@ def render_template(script, device_wait):
         "# %s\n"
         "[Unit]\n"
         "Description=Re-apply gpufabric DCB and RoCE ToS of RDMA device %%I\n"
-        "# At boot, let the full run go first; both serialise on /run/gpufabric-apply.lock anyway.\n"
+        "# At boot, let the full run go first; both (and the modules) serialise on %s anyway.\n"
         "After=gpufabric-apply.service\n\n"
         "[Service]\n"
         "Type=oneshot\n"
-        "ExecStart=%s --device %%I --wait %d\n"
-        "TimeoutStartSec=%d\n" % (HEADER, script, device_wait, device_wait + 60))
+        "ExecStart=%s --device %%I --wait %d --lock-wait %d\n"
+        "TimeoutStartSec=%d\n" % (HEADER, nodelock.LOCK_FILE, script, device_wait, LOCK_WAIT_S,
+                                  device_wait + LOCK_WAIT_S + 60))
 
 
 def render_rule(systemctl):

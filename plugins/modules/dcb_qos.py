@@ -282,6 +282,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import dcb
 from ansible_collections.gpufabric.node.plugins.module_utils import desired as desired_state
+from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
@@ -337,28 +338,31 @@ def main():
         msg = "the dcb command (iproute2 >= 5.12) was not found in PATH; install iproute2"
         module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg)})
 
-    try:
-        res = dcb.apply_dcb(make_runner(module, binary), p["rails"], want, module.check_mode,
-                            sysroot=sysroot)
-    except dcb.DcbValidationError as e:
-        module.fail_json(msg=str(e), concerns={"dcb": concerns.error("dcb", str(e))})
-    except dcb.DcbError as e:
-        msg = "DCB configuration failed: %s" % e
-        module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg)})
+    # one writer of node state at a time (nodelock.py): held from the read of the rails through the read-back
+    # and the record, so a concurrent run or the boot-time applier cannot interleave its commands
+    with nodelock.for_module(module, sysroot, "dcb_qos", ("dcb",)):
+        try:
+            res = dcb.apply_dcb(make_runner(module, binary), p["rails"], want, module.check_mode,
+                                sysroot=sysroot)
+        except dcb.DcbValidationError as e:
+            module.fail_json(msg=str(e), concerns={"dcb": concerns.error("dcb", str(e))})
+        except dcb.DcbError as e:
+            msg = "DCB configuration failed: %s" % e
+            module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg)})
 
-    # the boot-time applier re-applies what is recorded here (DCB is lost at reboot and driver reload); a rail
-    # that failed keeps what was recorded for it
-    failed = results.names(res["results"], results.FAILED)
-    section = dict(desired, rails=p["rails"])
-    out = dict(changed=res["changed"], rails=res["rails"], results=res["results"], drift=list(res["drift"]),
-               commands=res["commands"], dcb_version=res["dcb_version"], state_file=state_store.STATE_FILE)
-    try:
-        st_before, st_after, st_item = state_store.record_with_drift(sysroot, "dcb", section, module.check_mode,
-                                                                     keep=failed)
-    except (ValueError, OSError, IOError) as e:
-        msg = "recording the DCB state for the boot-time applier failed: %s" % e
-        module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg, items=results.annotate(
-            out["drift"], res["results"]))}, **out)
+        # the boot-time applier re-applies what is recorded here (DCB is lost at reboot and driver reload); a rail
+        # that failed keeps what was recorded for it
+        failed = results.names(res["results"], results.FAILED)
+        section = dict(desired, rails=p["rails"])
+        out = dict(changed=res["changed"], rails=res["rails"], results=res["results"], drift=list(res["drift"]),
+                   commands=res["commands"], dcb_version=res["dcb_version"], state_file=state_store.STATE_FILE)
+        try:
+            st_before, st_after, st_item = state_store.record_with_drift(sysroot, "dcb", section, module.check_mode,
+                                                                         keep=failed)
+        except (ValueError, OSError, IOError) as e:
+            msg = "recording the DCB state for the boot-time applier failed: %s" % e
+            module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg, items=results.annotate(
+                out["drift"], res["results"]))}, **out)
     if st_item:
         out["drift"].append(st_item)
     out["changed"] = out["changed"] or bool(st_item)

@@ -28,6 +28,10 @@ description:
     The work runs in a service, not in udev's C(RUN) (which udev kills when the event is done and runs in a
     sandbox that forbids mounting configfs); C(restart) rather than C(start) guarantees a fresh run after a
     registration that happens while an earlier run of the same device is still going.
+  - Every real run of the applier, like every module that writes node state, holds the node lock
+    C(/run/gpufabric/lock) (C(module_utils/nodelock.py)); the units pass C(--lock-wait 120), and a run that cannot
+    get the lock in that time fails naming the holder. Their C(TimeoutStartSec) leaves room for that wait.
+    This module holds the lock too while it surveys and fixes the installed files.
   - Runs C(systemctl daemon-reload) when a unit changed, C(systemctl unmask) when a mask hides the boot unit,
     C(systemctl enable) when it is not enabled and C(udevadm control --reload) when the rule changed.
   - Every file is written atomically (temp file in the same directory, owner and mode set on it, fsync, rename,
@@ -223,7 +227,7 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import applier, persist
+from ansible_collections.gpufabric.node.plugins.module_utils import applier, nodelock, persist
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 UNIT = persist.UNIT
@@ -339,36 +343,39 @@ def main():
     files = desired_files(p, python, systemctl, sources, unit_path, template_path) if present else {}
     inst = persist.Installer(sysroot, files, p["lib_dir"], unit_path, unit=UNIT if present and p["enabled"] else None)
     foreign = []
-    try:
-        if present:
-            unit_state = query() if p["enabled"] else None
-            items, actions, foreign = inst.survey(unit_state)
-        else:
-            lib = [x for x in inst.tree(p["lib_dir"]) if x.endswith(".py")]
-            items, actions = inst.survey_absent([p["rules_file"], template_path, unit_path, p["script"]] + lib)
-            unit_state = query() if os.path.lexists(sysroot.path(unit_path)) else None
-            if unit_state == "enabled":
-                items.append(persist.item(UNIT, "unit_file_state", unit_state, "disabled"))
-        result.update(drift=items, unit_file_state=unit_state)
-        diffs = diff_of(actions, p["lib_dir"], sysroot)
-        if not present and unit_state == "enabled":
-            run([sc, "disable", UNIT])
-        done = inst.fix_files(actions, check)
-        if unit_path in done or template_path in done:
-            if any(done[x] != "restored" for x in (unit_path, template_path) if x in done):
-                run([sc, "daemon-reload"])
-        inst.fix_unit(actions, run, systemctl, query, check)
-        if p["rules_file"] in done and done[p["rules_file"]] != "restored":
-            run([module.get_bin_path("udevadm", required=not check) or "udevadm", "control", "--reload"])
-        if present and not check and actions:
-            _items, left, _f = inst.survey(query() if p["enabled"] else None)
-            if left:
-                module.fail_json(msg="the boot-time applier still differs after the fix: %s"
-                                 % ", ".join(sorted(set(a.get("path", UNIT) for a in left))), **result)
-    except persist.PersistError as e:
-        module.fail_json(msg="fabric_persist: %s" % e, **result)
-    except (IOError, OSError) as e:
-        module.fail_json(msg="writing the applier files failed: %s" % e, **result)
+    # one writer of node state at a time (nodelock.py), the applier included: from the survey of the node
+    # through the fix and its read-back
+    with nodelock.for_module(module, sysroot, "fabric_persist", (persist.CONCERN,)):
+        try:
+            if present:
+                unit_state = query() if p["enabled"] else None
+                items, actions, foreign = inst.survey(unit_state)
+            else:
+                lib = [x for x in inst.tree(p["lib_dir"]) if x.endswith(".py")]
+                items, actions = inst.survey_absent([p["rules_file"], template_path, unit_path, p["script"]] + lib)
+                unit_state = query() if os.path.lexists(sysroot.path(unit_path)) else None
+                if unit_state == "enabled":
+                    items.append(persist.item(UNIT, "unit_file_state", unit_state, "disabled"))
+            result.update(drift=items, unit_file_state=unit_state)
+            diffs = diff_of(actions, p["lib_dir"], sysroot)
+            if not present and unit_state == "enabled":
+                run([sc, "disable", UNIT])
+            done = inst.fix_files(actions, check)
+            if unit_path in done or template_path in done:
+                if any(done[x] != "restored" for x in (unit_path, template_path) if x in done):
+                    run([sc, "daemon-reload"])
+            inst.fix_unit(actions, run, systemctl, query, check)
+            if p["rules_file"] in done and done[p["rules_file"]] != "restored":
+                run([module.get_bin_path("udevadm", required=not check) or "udevadm", "control", "--reload"])
+            if present and not check and actions:
+                _items, left, _f = inst.survey(query() if p["enabled"] else None)
+                if left:
+                    module.fail_json(msg="the boot-time applier still differs after the fix: %s"
+                                     % ", ".join(sorted(set(a.get("path", UNIT) for a in left))), **result)
+        except persist.PersistError as e:
+            module.fail_json(msg="fabric_persist: %s" % e, **result)
+        except (IOError, OSError) as e:
+            module.fail_json(msg="writing the applier files failed: %s" % e, **result)
 
     prefix = "would be " if check else ""
     listed = sorted(set(files) | set(done))

@@ -169,6 +169,7 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
 from ansible_collections.gpufabric.node.plugins.module_utils import proof_concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
@@ -205,16 +206,19 @@ def main():
     if p["method"] == "gdsio" and not gdsio:
         module.fail_json(msg="method=gdsio but gdsio was found neither on PATH nor in /usr/local/cuda/gds/tools")
     modinfo = module.get_bin_path("modinfo", opt_dirs=["/sbin", "/usr/sbin"])
-    try:
-        res = nvfs.verify(Sysroot(), p["path"], size_mib=p["size_mib"], gpu=p["gpu"], run=make_runner(module),
-                          python=p["python"] or sys.executable, modinfo=modinfo, method=p["method"], gdsio=gdsio,
-                          storage_module=p["storage_module"], nfs_rdma=p["nfs_rdma"], check_mode=module.check_mode)
-    except nvfs.GdsError as e:
-        msg = "gds_verify: %s" % e
-        module.fail_json(msg=msg, concerns={"gds": proof_concerns.failed("gds", msg)})
-    except (IOError, OSError) as e:
-        msg = "gds_verify could not prepare the test transfer in %s: %s" % (p["path"], e)
-        module.fail_json(msg=msg, concerns={"gds": proof_concerns.failed("gds", msg)})
+    # one writer of node state at a time (nodelock.py): the test transfer sets rw_stats_enabled and restores it
+    with nodelock.for_module(module, Sysroot(), "gds_verify", fail=lambda msg: module.fail_json(
+            msg=msg, concerns={"gds": proof_concerns.failed("gds", msg)})):
+        try:
+            res = nvfs.verify(Sysroot(), p["path"], size_mib=p["size_mib"], gpu=p["gpu"], run=make_runner(module),
+                              python=p["python"] or sys.executable, modinfo=modinfo, method=p["method"], gdsio=gdsio,
+                              storage_module=p["storage_module"], nfs_rdma=p["nfs_rdma"], check_mode=module.check_mode)
+        except nvfs.GdsError as e:
+            msg = "gds_verify: %s" % e
+            module.fail_json(msg=msg, concerns={"gds": proof_concerns.failed("gds", msg)})
+        except (IOError, OSError) as e:
+            msg = "gds_verify could not prepare the test transfer in %s: %s" % (p["path"], e)
+            module.fail_json(msg=msg, concerns={"gds": proof_concerns.failed("gds", msg)})
     res.pop("facts", None)
     drift = [{"concern": "gds", "object": pc["name"], "key": "precondition", "current": pc["reason"],
               "desired": "ok"} for pc in res["preconditions"] if pc["status"] == "fail"]

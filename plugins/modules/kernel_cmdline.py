@@ -250,6 +250,8 @@ from ansible_collections.gpufabric.node.plugins.module_utils.cmdline import (
     CommandError,
     ensure,
 )
+from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 
 def _runner(module):
@@ -278,21 +280,23 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    try:
-        result = ensure(
-            present=p["present"],
-            absent=p["absent"],
-            run=_runner(module),
-            bin_path=_bin_path(module),
-            bootloader=p["bootloader"],
-            update_bootloader=p["update_bootloader"],
-            check_mode=module.check_mode,
-            arch=os.uname()[4],
-        )
-    except CommandError as e:
-        module.fail_json(msg=str(e), rc=e.rc, stdout=e.out, stderr=e.err, cmd=e.argv)
-    except CmdlineError as e:
-        module.fail_json(msg=str(e))
+    # one writer of node state at a time (nodelock.py): from the read of the boot configuration through the update
+    with nodelock.for_module(module, Sysroot(), "kernel_cmdline"):
+        try:
+            result = ensure(
+                present=p["present"],
+                absent=p["absent"],
+                run=_runner(module),
+                bin_path=_bin_path(module),
+                bootloader=p["bootloader"],
+                update_bootloader=p["update_bootloader"],
+                check_mode=module.check_mode,
+                arch=os.uname()[4],
+            )
+        except CommandError as e:
+            module.fail_json(msg=str(e), rc=e.rc, stdout=e.out, stderr=e.err, cmd=e.argv)
+        except CmdlineError as e:
+            module.fail_json(msg=str(e))
     diff = result.pop("diff")
     if module._diff:
         result["diff"] = diff

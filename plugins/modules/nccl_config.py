@@ -129,6 +129,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysr
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import desired
 from ansible_collections.gpufabric.node.plugins.module_utils import nccl
+from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
 
 
@@ -161,11 +162,13 @@ def main():
         variables = nccl.desired_vars(hca, gid, p["tc"], p["fifo_tc"], p["socket_ifname"], p["extra_vars"])
     except (ValueError, nccl.NcclError, rdma_cm.RailError) as e:
         module.fail_json(msg=str(e), concerns={"nccl": concerns.error("nccl", str(e))})
-    try:
-        res = nccl.write_conf(sysroot, variables, module.check_mode, p["path"])
-    except (OSError, IOError) as e:
-        msg = "writing %s failed: %s" % (p["path"], e)
-        module.fail_json(msg=msg, concerns={"nccl": concerns.error("nccl", msg)})
+    # one writer of node state at a time (nodelock.py)
+    with nodelock.for_module(module, sysroot, "nccl_config", ("nccl",)):
+        try:
+            res = nccl.write_conf(sysroot, variables, module.check_mode, p["path"])
+        except (OSError, IOError) as e:
+            msg = "writing %s failed: %s" % (p["path"], e)
+            module.fail_json(msg=msg, concerns={"nccl": concerns.error("nccl", msg)})
     out = dict(changed=res["changed"], path=res["path"], variables=dict(variables), drift=res["drift"],
                rails=[dict(rail=r, device=d, port=pt, gid_index=g) for r, d, pt, g in found],
                concerns={"nccl": concerns.from_items("nccl", res["drift"], module.check_mode)})

@@ -242,6 +242,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils import acs
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils import pci
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import topology
@@ -277,38 +278,40 @@ def main():
     for w in acs.persist_warnings(clear_names, p["persist"]):
         module.warn(w)
 
-    res = acs.apply_acs(sysroot, bdfs, mask, check_mode=module.check_mode, scan=scan, all_or_nothing=True)
-    for entry in res["bridges"]:
-        entry["pairs"] = sel.pairs.get(entry["bdf"], [])
-    state = {"path": acs.STATE_FILE}
-    out = dict(
-        changed=res["changed"],
-        bridges=res["bridges"],
-        results=res["results"],
-        pairs=[list(x) for x in sel.endpoint_pairs],
-        kernel_arg=acs.kernel_arg(res["bridges"]) if p["persist"] == "kernel_cmdline" else None,
-        state_file=state,
-        off_path_clear=acs.off_path_clear(sysroot, bdfs, scan=scan),
-        drift=list(res["drift"]),
-    )
-    try:
-        had = sysroot.exists(acs.STATE_FILE)
-        if p["persist"] == "applier":
-            # a bridge that failed keeps what acs.json recorded for it
-            try:
-                previous = acs.read_state(sysroot)
-            except acs.AcsError:
-                previous = None
-            wrote = acs.write_state(sysroot, acs.state_document(res["bridges"], clear_names, previous),
-                                    module.check_mode)
-            state["action"] = ("would be written" if module.check_mode else "written") if wrote else "unchanged"
-        else:
-            wrote = acs.remove_state(sysroot, module.check_mode)
-            state["action"] = ("would be removed" if module.check_mode else "removed") if wrote else "absent"
-    except (IOError, OSError) as e:
-        msg = "cannot update %s: %s" % (acs.STATE_FILE, e)
-        module.fail_json(msg=msg, concerns={"acs": concerns.error("acs", msg, items=results.annotate(
-            out["drift"], res["results"]))}, **out)
+    # one writer of node state at a time (nodelock.py): from the read of the bridges through acs.json
+    with nodelock.for_module(module, sysroot, "pcie_acs", ("acs",)):
+        res = acs.apply_acs(sysroot, bdfs, mask, check_mode=module.check_mode, scan=scan, all_or_nothing=True)
+        for entry in res["bridges"]:
+            entry["pairs"] = sel.pairs.get(entry["bdf"], [])
+        state = {"path": acs.STATE_FILE}
+        out = dict(
+            changed=res["changed"],
+            bridges=res["bridges"],
+            results=res["results"],
+            pairs=[list(x) for x in sel.endpoint_pairs],
+            kernel_arg=acs.kernel_arg(res["bridges"]) if p["persist"] == "kernel_cmdline" else None,
+            state_file=state,
+            off_path_clear=acs.off_path_clear(sysroot, bdfs, scan=scan),
+            drift=list(res["drift"]),
+        )
+        try:
+            had = sysroot.exists(acs.STATE_FILE)
+            if p["persist"] == "applier":
+                # a bridge that failed keeps what acs.json recorded for it
+                try:
+                    previous = acs.read_state(sysroot)
+                except acs.AcsError:
+                    previous = None
+                wrote = acs.write_state(sysroot, acs.state_document(res["bridges"], clear_names, previous),
+                                        module.check_mode)
+                state["action"] = ("would be written" if module.check_mode else "written") if wrote else "unchanged"
+            else:
+                wrote = acs.remove_state(sysroot, module.check_mode)
+                state["action"] = ("would be removed" if module.check_mode else "removed") if wrote else "absent"
+        except (IOError, OSError) as e:
+            msg = "cannot update %s: %s" % (acs.STATE_FILE, e)
+            module.fail_json(msg=msg, concerns={"acs": concerns.error("acs", msg, items=results.annotate(
+                out["drift"], res["results"]))}, **out)
     if wrote:
         out["drift"].append({"concern": "acs", "object": acs.STATE_FILE, "key": "acs",
                              "current": "differs" if had else "missing",

@@ -158,6 +158,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import sysctl
 from ansible_collections.gpufabric.node.plugins.module_utils import routing
@@ -215,41 +216,43 @@ def main():
         if iproute_class is None:
             fail(module, missing_required_lib("pyroute2"), exception=import_error)
 
-    ipr = None
-    route_res = None
-    route_error = None
-    try:
+    # one writer of node state at a time (nodelock.py): from the read of addresses and sysctls through the record
+    with nodelock.for_module(module, sysroot, "rail_sysctl", fail=lambda msg: fail(module, msg)):
+        ipr = None
+        route_res = None
+        route_error = None
         try:
-            if p["routing"]:
-                # Addresses and the routing plan are read before any sysctl is written, so a rail without an
-                # address fails the task before anything is touched.
-                ipr = iproute_class()
-                addrs = routing.rail_ipv4(ipr, p["rails"])
-                routing.desired_tables(addrs, p["routing_table_base"], p["routing_gateways"])
-            res = sysctl.manage(sysroot, p["rails"], values, module.check_mode)
-        except (ValueError, sysctl.SysctlError, routing.RoutingError) as e:
-            fail(module, str(e))
-        except Exception as e:  # netlink errors carry an errno and a message; report them in words
-            fail(module, "applying rail settings failed: %s" % e, exception=traceback.format_exc())
-        if p["routing"]:
-            # sysctls may have changed by now: a routing failure is reported with them, not instead of them
             try:
-                route_res = routing.manage(sysroot, ipr, p["rails"], p["routing_table_base"],
-                                           p["routing_rule_priority"], p["routing_gateways"], module.check_mode)
-                # state.json points the boot-time applier at the routing state file.
-                route_res["recorded"] = state_store.record(sysroot, "routing", {"state_file": routing.STATE_FILE},
-                                                           module.check_mode)
-                if route_res["recorded"]:
-                    route_res["changed"] = True
-                    route_res["drift"].append({"concern": "routing", "object": state_store.STATE_FILE,
-                                               "key": "routing", "current": "missing", "desired": "recorded"})
-            except (ValueError, routing.RoutingError) as e:
-                route_error = "per-rail routing failed: %s" % e
-            except Exception as e:  # netlink errors (pyroute2 NetlinkError and friends)
-                route_error = "per-rail routing failed: %s: %s" % (type(e).__name__, e)
-    finally:
-        if ipr is not None:
-            ipr.close()
+                if p["routing"]:
+                    # Addresses and the routing plan are read before any sysctl is written, so a rail without an
+                    # address fails the task before anything is touched.
+                    ipr = iproute_class()
+                    addrs = routing.rail_ipv4(ipr, p["rails"])
+                    routing.desired_tables(addrs, p["routing_table_base"], p["routing_gateways"])
+                res = sysctl.manage(sysroot, p["rails"], values, module.check_mode)
+            except (ValueError, sysctl.SysctlError, routing.RoutingError) as e:
+                fail(module, str(e))
+            except Exception as e:  # netlink errors carry an errno and a message; report them in words
+                fail(module, "applying rail settings failed: %s" % e, exception=traceback.format_exc())
+            if p["routing"]:
+                # sysctls may have changed by now: a routing failure is reported with them, not instead of them
+                try:
+                    route_res = routing.manage(sysroot, ipr, p["rails"], p["routing_table_base"],
+                                               p["routing_rule_priority"], p["routing_gateways"], module.check_mode)
+                    # state.json points the boot-time applier at the routing state file.
+                    route_res["recorded"] = state_store.record(sysroot, "routing", {"state_file": routing.STATE_FILE},
+                                                               module.check_mode)
+                    if route_res["recorded"]:
+                        route_res["changed"] = True
+                        route_res["drift"].append({"concern": "routing", "object": state_store.STATE_FILE,
+                                                   "key": "routing", "current": "missing", "desired": "recorded"})
+                except (ValueError, routing.RoutingError) as e:
+                    route_error = "per-rail routing failed: %s" % e
+                except Exception as e:  # netlink errors (pyroute2 NetlinkError and friends)
+                    route_error = "per-rail routing failed: %s: %s" % (type(e).__name__, e)
+        finally:
+            if ipr is not None:
+                ipr.close()
 
     sysctl_drift = list(res["drift"])
     out = dict(changed=res["changed"], settings=res["settings"], effective_rp_filter=res["effective_rp_filter"],

@@ -176,6 +176,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import desired
+from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
@@ -241,28 +242,30 @@ def main():
     for w in rdma_cm.tos_warnings(tos, expected):
         module.warn(w)
 
-    try:
-        res = rdma_cm.apply_tos(sysroot, pairs, tos, module.check_mode, run=make_runner(module))
-    except (ValueError, rdma_cm.RdmaCmError, OSError, IOError) as e:
-        msg = "setting default_roce_tos failed: %s" % e
-        module.fail_json(msg=msg, concerns={"rdma_cm": concerns.error("rdma_cm", msg)})
+    # one writer of node state at a time (nodelock.py): from the read of the ports through the record
+    with nodelock.for_module(module, sysroot, "rdma_cm_tos", ("rdma_cm",)):
+        try:
+            res = rdma_cm.apply_tos(sysroot, pairs, tos, module.check_mode, run=make_runner(module))
+        except (ValueError, rdma_cm.RdmaCmError, OSError, IOError) as e:
+            msg = "setting default_roce_tos failed: %s" % e
+            module.fail_json(msg=msg, concerns={"rdma_cm": concerns.error("rdma_cm", msg)})
 
-    for entry in res["ports"]:
-        if (entry["device"], entry["port"]) in rail_of:
-            entry["rail"] = rail_of[(entry["device"], entry["port"])]
-    # a rail (or device) with a failed port keeps what state.json recorded for it
-    bad_ports = set(r["object"] for r in res["results"] if r["result"] == results.FAILED)
-    failed = sorted(set(e.get("rail") or e["device"] for e in res["ports"]
-                        if "%s/%d" % (e["device"], e["port"]) in bad_ports))
-    out = dict(changed=res["changed"], ports=res["ports"], results=res["results"], configfs=res["configfs"],
-               drift=list(res["drift"]), actions=res["actions"], state_file=state_store.STATE_FILE)
-    try:
-        st_before, st_after, st_item = state_store.record_with_drift(sysroot, "rdma_cm", section, module.check_mode,
-                                                                     keep=failed)
-    except (ValueError, OSError, IOError) as e:
-        msg = "recording the ToS for the boot-time applier failed: %s" % e
-        module.fail_json(msg=msg, concerns={"rdma_cm": concerns.error("rdma_cm", msg, items=results.annotate(
-            out["drift"], res["results"]))}, **out)
+        for entry in res["ports"]:
+            if (entry["device"], entry["port"]) in rail_of:
+                entry["rail"] = rail_of[(entry["device"], entry["port"])]
+        # a rail (or device) with a failed port keeps what state.json recorded for it
+        bad_ports = set(r["object"] for r in res["results"] if r["result"] == results.FAILED)
+        failed = sorted(set(e.get("rail") or e["device"] for e in res["ports"]
+                            if "%s/%d" % (e["device"], e["port"]) in bad_ports))
+        out = dict(changed=res["changed"], ports=res["ports"], results=res["results"], configfs=res["configfs"],
+                   drift=list(res["drift"]), actions=res["actions"], state_file=state_store.STATE_FILE)
+        try:
+            st_before, st_after, st_item = state_store.record_with_drift(sysroot, "rdma_cm", section,
+                                                                         module.check_mode, keep=failed)
+        except (ValueError, OSError, IOError) as e:
+            msg = "recording the ToS for the boot-time applier failed: %s" % e
+            module.fail_json(msg=msg, concerns={"rdma_cm": concerns.error(
+                "rdma_cm", msg, items=results.annotate(out["drift"], res["results"]))}, **out)
     if st_item:
         out["drift"].append(st_item)
     out["changed"] = out["changed"] or bool(st_item)

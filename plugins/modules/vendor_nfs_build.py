@@ -340,6 +340,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 OPTIONAL_TOOLS = ("dpkg-deb", "modinfo", "nm", "rpm", "rpm2archive", "debootstrap", "chroot", "tar", "depmod",
@@ -508,15 +509,17 @@ def run_module(module):
 
     result["compression"] = {"modules": sorted(set(m.get("compression") or "none" for m in manifest["modules"]))}
     if p["install"]:
-        target = kb.target_compression(sysroot, kver)
-        method = kb.resolve_method(sysroot, manifest, p["install_method"])
-        places = kb.placements(manifest, method, target["compression"])
-        result["drift"] = kb.install_drift(sysroot, manifest, places, codecs)
-        inst = kb.install(run, tools, sysroot, cache_dir, manifest, method=method, initramfs=p["initramfs"],
-                          check_mode=module.check_mode, codecs=codecs, compression=target["compression"])
-        inst["compression"] = target
-        result["install"] = inst
-        result["compression"]["target"] = target
+        # one writer of node state at a time (nodelock.py): from the read of the installed modules through the install
+        with nodelock.for_module(module, sysroot, "vendor_nfs_build"):
+            target = kb.target_compression(sysroot, kver)
+            method = kb.resolve_method(sysroot, manifest, p["install_method"])
+            places = kb.placements(manifest, method, target["compression"])
+            result["drift"] = kb.install_drift(sysroot, manifest, places, codecs)
+            inst = kb.install(run, tools, sysroot, cache_dir, manifest, method=method, initramfs=p["initramfs"],
+                              check_mode=module.check_mode, codecs=codecs, compression=target["compression"])
+            inst["compression"] = target
+            result["install"] = inst
+            result["compression"]["target"] = target
         if inst["actions"]:
             result["changed"] = True
     result["compression"]["codecs"] = dict(codecs.used)

@@ -654,7 +654,7 @@ def test_udev_rule_restarts_template_instance(tmp_path, monkeypatch):
     (root / "etc/udev/rules.d/90-gpufabric.rules").write_text(persist.render_rule(str(systemctl)))
     monkeypatch.setenv("GPUFABRIC_SYSROOT", str(root))
     assert services.udevadm_main(["udevadm", "trigger", "--action=add", "--sysname-match=mlx5_3"]) == 0
-    assert (root / "argv").read_text().split() == ["--device", "mlx5_3", "--wait", "7"]
+    assert (root / "argv").read_text().split() == ["--device", "mlx5_3", "--wait", "7", "--lock-wait", "120"]
     log = (root / "var/lib/gpufabric-sim/actions.log").read_text()
     assert "systemctl start gpufabric-apply@mlx5_3.service" in log and "mlx5_2" not in log
 
