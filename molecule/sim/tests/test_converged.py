@@ -7,6 +7,7 @@ $GPUFABRIC_SYSROOT and their tools (dcb, ethtool) are the emulators on the login
 from __future__ import absolute_import, division, print_function
 
 import json
+import os
 
 __metaclass__ = type
 
@@ -16,9 +17,10 @@ def _root(host):
 
 
 def _facts(host):
-    # the fleet's interpreter is the repository's venv; the collection is exposed under .build beside it
+    # the fleet's interpreter is a virtualenv of the repository (.venv, or .venv-compat-<minor> for
+    # tests/compat/run.sh); the collection is exposed under the repository's .build
     py = host.ansible.get_variables()["ansible_python_interpreter"]
-    build = py.rsplit("/.venv/", 1)[0] + "/.build"
+    build = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY") or py.rsplit("/.venv", 1)[0], ".build")
     out = host.check_output(
         "%s -c 'import json,sys; sys.path.insert(0, \"%s\"); "
         "from ansible_collections.gpufabric.node.plugins.module_utils import topology; "
