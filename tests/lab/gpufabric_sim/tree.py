@@ -48,6 +48,7 @@ from gpufabric_sim import nvfs_proc
 from gpufabric_sim import topology as topomod
 from gpufabric_sim import bootloaders
 from gpufabric_sim.emulators import grub as grub_emu
+from gpufabric_sim.emulators import pkg as pkg_emu
 
 CFG_SIZE = 4096
 
@@ -83,6 +84,11 @@ OS_RELEASE = {
         'VERSION_ID="{v}"\nPLATFORM_ID="platform:el9"\nPRETTY_NAME="Red Hat Enterprise Linux {v} (Plow)"\n'
         'ANSI_COLOR="0;31"\nLOGO="fedora-logo-icon"\nCPE_NAME="cpe:/o:redhat:enterprise_linux:9::baseos"\n'
         'HOME_URL="https://www.redhat.com/"\n'),
+    "rocky": (
+        'NAME="Rocky Linux"\nVERSION="{v} (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'
+        'VERSION_ID="{v}"\nPLATFORM_ID="platform:el9"\nPRETTY_NAME="Rocky Linux {v} (Blue Onyx)"\n'
+        'ANSI_COLOR="0;32"\nLOGO="fedora-logo-icon"\nCPE_NAME="cpe:/o:rocky:rocky:9::baseos"\n'
+        'HOME_URL="https://rockylinux.org/"\n'),
 }
 
 MACHINE_ID = "4c1f0e6a9b2d4f3e8a7c5b6d1e2f3a4b"
@@ -507,7 +513,8 @@ class _Builder(object):
         _write(self.p("etc/machine-id"), MACHINE_ID + "\n")
         _write(self.p("etc/hostname"), "node%03d\n" % self.node_index)
         kver = t["kernel_release"]
-        bl = t.get("bootloader", "grubby" if t["os"] == "rhel" else "grub")
+        pkg_emu.seed(self.root, t["os"], kver)
+        bl = t.get("bootloader", "grubby" if t["os"] in ("rhel", "rocky") else "grub")
         if bl == "grubby":
             self.rhel_boot(kver)
         elif bl == "grub":
