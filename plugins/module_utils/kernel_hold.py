@@ -106,7 +106,8 @@ def plan_apt(profile, kvers, state, run):
                       if p in meta or (kernel.get(p) is not None and (not kvers or kernel[p] in kvers)))
         want = set()
     missing = [k for k in kvers if not any(kernel.get(p) == k for p in installed)]
-    return dict(hold=sorted(hold), release=sorted(release), before=sorted(p for p in held if p in meta or kernel.get(p)),
+    before = sorted(p for p in held if p in meta or kernel.get(p))
+    return dict(hold=sorted(hold), release=sorted(release), before=before,
                 after=sorted((held - release | hold) & (meta | set(p for p in kernel if kernel[p]))),
                 not_installed=missing, want=sorted(want))
 

@@ -269,6 +269,8 @@ def run(root, argv):
 def _bump(kver):
     """The next kernel ABI: 6.8.0-45-generic -> 6.8.0-50-generic, 5.14.0-427.13.1.el9_4.x86_64 -> 5.14.0-432..."""
     m = re.match(r"(\d+\.\d+\.\d+-)(\d+)(.*)\Z", kver)
+    if not m:
+        return None
     return "%s%d%s" % (m.group(1), int(m.group(2)) + 5, m.group(3))
 
 
@@ -282,6 +284,8 @@ def abi_packages(os_id, kver):
 
 def _deb_version(kver):
     m = re.match(r"(\d+\.\d+\.\d+)-(\d+)", kver)
+    if not m:
+        return kver
     return "%s-%s.%s" % (m.group(1), m.group(2), m.group(2))
 
 
@@ -308,7 +312,8 @@ def seed(root, os_id, kver):
     add_kernel(db, os_id, kver, meta=True)
     for name, cands in db["repo"].items():
         db["installed"][name] = [cands[0]["version"]]
-    add_kernel(db, os_id, _bump(kver), meta=True)
+    if _bump(kver):
+        add_kernel(db, os_id, _bump(kver), meta=True)
     save(root, db)
     if family == "dnf":
         _write_locks(root, [])
