@@ -111,3 +111,24 @@ def test_detect(tmp_path):
     (tmp_path / "etc" / "os-release").write_text('ID=ubuntu\nVERSION_ID="18.04"\n')
     prof, why = op.detect(Sysroot(str(tmp_path)))
     assert prof is None and "unsupported release ubuntu 18.04" in why
+
+
+@pytest.mark.parametrize("topo,over,name,tools", [
+    ("hgx-h200", {}, "ubuntu2404", ("apt-mark", "dpkg-query", "unattended-upgrade", "update-grub")),
+    ("hgx-h200", {"os_version": "22.04", "kernel_release": "5.15.0-125-generic"}, "ubuntu2204", ("apt-mark",)),
+    ("hgx-h200", {"os": "debian", "os_version": "12", "kernel_release": "6.1.0-26-amd64"}, "debian12", ("apt-get",)),
+    ("hgx-h200", {"os": "debian", "os_version": "13", "kernel_release": "6.12.9-amd64"}, "debian13", ("apt-get",)),
+    ("pcie-4gpu-crossnuma", {"os": "rocky"}, "el9", ("dnf", "rpm", "grubby")),
+    ("pcie-4gpu-crossnuma", {}, "el9", ("dnf", "rpm", "grubby")),
+])
+def test_simulated_node_per_profile(tmp_path, topo, over, name, tools):
+    """A simulated node of each profile: its os-release gives the profile, it has the profile's package tools."""
+    from gpufabric_sim import runtime, topology, tree
+    t = topology.load(topo, **over)
+    tree.build_tree(str(tmp_path), t)
+    prof, why = op.detect(Sysroot(str(tmp_path)))
+    assert why is None and prof["name"] == name
+    have = runtime.node_tools(t)
+    assert all(tool in have for tool in tools)
+    other = ("dnf", "rpm") if prof["pkg_mgr"] == "apt" else ("apt-mark", "apt-get", "dpkg-query")
+    assert not any(tool in have for tool in other)
