@@ -139,7 +139,44 @@ def _install(db, root, name, version, out, held_check=True):
                 return False
     db["installed"][name] = (have + [version]) if _installonly(db, name) else [version]
     out.append("installed %s %s" % (name, version))
+    if db["manager"] == "dnf" and name == "kernel-core":
+        kernel_install(root, version)
     return True
+
+
+def kernel_install(root, kver, machine_id=None):
+    """What the kernel-core scriptlet's ``kernel-install add`` does on EL9 with GRUB + BLS: the kernel's files and a
+    BLS entry whose options are ``/etc/kernel/cmdline`` (else ``/proc/cmdline`` without ``BOOT_IMAGE=``)."""
+    text = None
+    for rel in ("etc/kernel/cmdline", "usr/lib/kernel/cmdline"):
+        try:
+            with open(_p(root, rel)) as f:
+                text = f.read()
+            break
+        except (IOError, OSError):
+            continue
+    if text is None:
+        try:
+            with open(_p(root, "proc/cmdline")) as f:
+                text = " ".join(w for w in f.read().split() if not w.startswith("BOOT_IMAGE="))
+        except (IOError, OSError):
+            text = ""
+    if machine_id is None:
+        try:
+            with open(_p(root, "etc/machine-id")) as f:
+                machine_id = f.read().strip()
+        except (IOError, OSError):
+            return  # a bare package database without a boot setup (unit tests of the package manager)
+    entries = _p(root, "boot/loader/entries")
+    if not os.path.isdir(entries):
+        os.makedirs(entries)
+    for rel in ("boot/vmlinuz-" + kver, "boot/initramfs-%s.img" % kver):
+        with open(_p(root, rel), "wb"):
+            pass
+    with open(os.path.join(entries, "%s-%s.conf" % (machine_id, kver)), "w") as f:
+        f.write("title Linux (%s)\nversion %s\nlinux /vmlinuz-%s\ninitrd /initramfs-%s.img $tuned_initrd\n"
+                "options %s $tuned_params\ngrub_users $grub_users\ngrub_arg --unrestricted\ngrub_class kernel\n"
+                % (kver, kver, kver, kver, " ".join(text.split())))
 
 
 def _upgrade(db, root, new_packages):
