@@ -17,6 +17,7 @@ __metaclass__ = type
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -70,6 +71,11 @@ class Podman(object):
         self.kver, self.kind = kver, kind
 
     def __call__(self, argv, env=None):
+        if os.path.basename(argv[0]) != "podman":
+            # the build's other tools (zstd to read the modules back) run for real
+            p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False,
+                               universal_newlines=True)
+            return p.returncode, p.stdout, p.stderr
         if argv[1] == "run":
             out = [a.split(":")[0] for a in argv if a.endswith(":/out:rw")][0]
             os.makedirs(os.path.join(out, "dist"))
