@@ -14,6 +14,7 @@ import pytest
 from gpufabric_sim.emulators import pkg
 
 UB = "6.8.0-45-generic"
+UB_META = ["apt-mark", "hold", "linux-generic", "linux-image-generic", "linux-headers-generic"]
 EL = "5.14.0-427.13.1.el9_4.x86_64"
 
 
@@ -28,8 +29,7 @@ def images(root):
     ("ubuntu", UB, ["apt-get", "-y", "upgrade"], None, False),  # needs new packages: kept back
     ("ubuntu", UB, ["apt-get", "-y", "dist-upgrade"], None, True),
     ("ubuntu", UB, ["unattended-upgrade"], None, True),
-    ("ubuntu", UB, ["unattended-upgrade"], ["apt-mark", "hold", "linux-generic", "linux-image-generic",
-                                           "linux-headers-generic"], False),
+    ("ubuntu", UB, ["unattended-upgrade"], UB_META, False),
     # holding only the running ABI's packages does not stop the meta packages from pulling the new ABI in
     ("ubuntu", UB, ["unattended-upgrade"], ["apt-mark", "hold", "linux-image-" + UB], True),
     ("debian", "6.1.0-50-amd64", ["unattended-upgrade"], ["apt-mark", "hold", "linux-image-amd64",
