@@ -95,7 +95,9 @@ class Podman(object):
 def rocky_topology(d):
     with open(os.path.join(REPO, "tests", "lab", "topologies", "pcie-4gpu-crossnuma.yml")) as f:
         raw = yaml.safe_load(f)
-    raw.update(name="pcie-4gpu-rocky9", os="rocky", os_version="9.4")
+    # a GDS node like the Ubuntu one: the upgrade's proof holds a /dev/nvidia-fs* open to see rpcrdma registered
+    raw.update(name="pcie-4gpu-rocky9", os="rocky", os_version="9.4",
+               nvidia_fs={"loaded": True, "version": "2.22", "modules": {}, "rw_stats_enabled": 0})
     path = os.path.join(d, "pcie-4gpu-rocky9.yml")
     with open(path, "w") as f:
         yaml.safe_dump(raw, f)
