@@ -137,6 +137,7 @@ def not_driven(found, sysroot, proc_text, running):
         "concerns": {CONCERN: doc},
         "diff": {"before": "", "after": "", "before_header": header + " (before)",
                  "after_header": header + " (after)"},
+        "kernel_cmdline_file": None,
     }
 
 
@@ -168,6 +169,10 @@ def ensure(present, absent, run, bin_path, bootloader="auto", update_bootloader=
     backend = backend_for(found, sysroot, run, bin_path)
     plan = backend.plan(present, absent)
     drift = _items("bootloader", deviations(plan.before, present, absent)) + plan.conflicts + running
+    kc = getattr(plan, "kernel_cmdline", None)
+    if kc:
+        # EL: kernels installed later get their BLS entry from /etc/kernel/cmdline
+        drift += _items("kernel_cmdline_file", deviations(kc["before"] or [], present, absent))
     if plan.changed and not check_mode:
         if isinstance(backend, GrubbyBackend):
             backend.apply(plan, present, absent)
@@ -190,4 +195,5 @@ def ensure(present, absent, run, bin_path, bootloader="auto", update_bootloader=
         "drift": drift,
         "concerns": {CONCERN: status_of(backend, plan, present, absent, check_mode)},
         "diff": plan.diff,
+        "kernel_cmdline_file": kc,
     }

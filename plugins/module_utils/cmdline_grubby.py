@@ -6,6 +6,10 @@
 ``grubby --info=ALL`` is read and only the difference is applied with ``grubby --update-kernel=...
 --args=... --remove-args=...``; grubby-bls edits every entry's ``options`` line.
 
+``/etc/kernel/cmdline`` is kept in step: kernel-install (run by the kernel package's scriptlets) writes the BLS entry
+of a kernel installed later from that file (without it, from ``/proc/cmdline``, which lacks the arguments until the
+next boot). When it is missing it is created from the default entry (``root=`` and its arguments).
+
 This file is private to the collection: no stable API is promised.
 """
 
@@ -13,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_detect import KERNEL_CMDLINE
 from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_args import (
     CmdlineError,
     Plan,
@@ -96,9 +101,27 @@ class GrubbyBackend(object):
                     'args="%s"\n' % join_kernel(new_default),
                     "grubby default entry %s" % default["kernel"])
         self.default = default
-        plan.changed = bool(self.todo)
         plan.root = default.get("root")
+        self.kc_before, self.kc_after = self._kernel_cmdline(default, new_default, present, absent)
+        plan.kernel_cmdline = {"path": KERNEL_CMDLINE, "before": self.kc_before, "after": self.kc_after,
+                               "action": "unchanged" if self.kc_before == self.kc_after else "would change"}
+        plan.changed = bool(self.todo) or self.kc_before != self.kc_after
         return plan
+
+    def _kernel_cmdline(self, default, new_default, present, absent):
+        """(tokens of /etc/kernel/cmdline or None, tokens it must have)."""
+        text = self.sysroot.read(KERNEL_CMDLINE)
+        if text is None:
+            base = (["root=%s" % default["root"]] if default.get("root") else []) + list(new_default)
+            # GRUB variables of the BLS options ($tuned_params) are kernel-install's to add, not the file's
+            return None, [t for t in base if not t.startswith(("BOOT_IMAGE=", "$"))]
+        before = split_cmdline(text)
+        return before, merge(before, present, absent)
+
+    def _write_kernel_cmdline(self, plan):
+        if self.kc_before != self.kc_after:
+            self.sysroot.write_file_atomic(KERNEL_CMDLINE, join_kernel(self.kc_after) + "\n", 0o644)
+            plan.kernel_cmdline["action"] = "written" if self.kc_before is not None else "created"
 
     def _commands(self, nents):
         groups = {}
@@ -117,6 +140,7 @@ class GrubbyBackend(object):
         return cmds
 
     def apply(self, plan, present, absent):
+        self._write_kernel_cmdline(plan)
         for _pass in range(self.max_passes):
             ents = self.entries()
             self.todo = self._todo(ents, present, absent)

@@ -239,6 +239,20 @@ ansible_facts:
           type: dict
           sample: {"loaded": true, "version": "2.22", "modules": {"rpcrdma": "(null)"}, "modules_read_held": true,
                    "modules_note": null, "rw_stats_enabled": 0}
+        os_profile:
+          description:
+            - The node's OS profile from C(/etc/os-release) (C(name) such as C(ubuntu2404), C(debian12), C(el9);
+              C(family), C(pkg_mgr), C(bootloader), C(kernel_cmdline_file), C(kernel_packages) templates with
+              C({kver}), C(module_compression), C(builder_base_packages), C(hold)); null on an unsupported release,
+              with C(os_profile_reason) saying why.
+          returned: always
+          type: dict
+          sample: {"name": "ubuntu2404", "pkg_mgr": "apt", "bootloader": "grub", "module_compression": "zstd",
+                   "hold": "apt-mark"}
+        os_profile_reason:
+          description: Why there is no OS profile (null when there is one).
+          returned: always
+          type: str
 warnings_found:
   description: The warnings also emitted as Ansible warnings, for reports.
   returned: always
@@ -249,7 +263,7 @@ warnings_found:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
-from ansible_collections.gpufabric.node.plugins.module_utils import topology
+from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles, topology
 
 
 def main():
@@ -265,6 +279,9 @@ def main():
         facts = topology.discover(Sysroot(), module.params["gather_subset"])
     except (OSError, IOError, ValueError) as e:
         module.fail_json(msg="GPU fabric discovery failed: %s" % e)
+    profile, why = os_profiles.detect(Sysroot())
+    facts["os_profile"] = os_profiles.facts(profile) if profile else None
+    facts["os_profile_reason"] = why
     found = topology.warnings(facts)
     for w in found:
         module.warn(w)

@@ -211,6 +211,16 @@ cmdline_next:
   returned: always
   type: str
   sample: iommu=pt quiet splash
+kernel_cmdline_file:
+  description:
+    - EL (grubby) only, else null. C(/etc/kernel/cmdline), from which kernel-install writes the BLS entry of a kernel
+      installed later, kept in step with the entries (created from the default entry when missing). C(path),
+      C(before) (its arguments, null when missing), C(after), C(action) (C(unchanged), C(would change), C(written),
+      C(created)).
+  returned: always
+  type: dict
+  sample: {"path": "/etc/kernel/cmdline", "before": ["root=UUID=1", "ro"], "after": ["root=UUID=1", "ro", "iommu=pt"],
+           "action": "written"}
 args_added:
   description: Arguments added to the next boot's command line.
   returned: always

@@ -27,10 +27,12 @@ from gpufabric_sim.emulators import bootctl as bootctl_emu
 GRUB_TOOLS = ("update-grub", "grub-mkconfig", "grub2-mkconfig", "grubby")
 KINDS = ("grub", "grubby", "systemd-boot", "uki", "none")
 # systemd-boot/systemd-stub of the distributions' systemd packages (the text of LoaderInfo/StubInfo)
-SYSTEMD_VERSION = {"ubuntu": "255.4-1ubuntu8", "debian": "252.38-1~deb12u1", "rhel": "252-32.el9_4"}
-INITRD = {"ubuntu": "initrd.img-%s", "debian": "initrd.img-%s", "rhel": "initramfs-%s.img"}
+SYSTEMD_VERSION = {"ubuntu": "255.4-1ubuntu8", "debian": "252.38-1~deb12u1", "rhel": "252-32.el9_4",
+                   "rocky": "252-32.el9_4"}
+INITRD = {"ubuntu": "initrd.img-%s", "debian": "initrd.img-%s", "rhel": "initramfs-%s.img",
+          "rocky": "initramfs-%s.img"}
 OS_RELEASE_PRETTY = {"ubuntu": "Ubuntu {v} LTS", "debian": "Debian GNU/Linux {v} (bookworm)",
-                     "rhel": "Red Hat Enterprise Linux {v} (Plow)"}
+                     "rhel": "Red Hat Enterprise Linux {v} (Plow)", "rocky": "Rocky Linux {v} (Blue Onyx)"}
 EFIVARS = "sys/firmware/efi/efivars"
 LOADER_GUID = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
 UKI_MARK = bootctl_emu.UKI_MARK
@@ -48,7 +50,7 @@ def uki_image(cmdline):
 
 
 def kind_of(topo):
-    return topo.get("bootloader", "grubby" if topo.get("os") == "rhel" else "grub")
+    return topo.get("bootloader", "grubby" if topo.get("os") in ("rhel", "rocky") else "grub")
 
 
 def p(root, *parts):

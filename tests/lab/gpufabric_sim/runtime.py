@@ -66,13 +66,24 @@ WRAPPERS = {
     "udevadm": ("gpufabric_sim.services", "udevadm_main", True),
     "ib_write_bw": ("gpufabric_sim.emulators.perftest", "main", True),
     "bootctl": ("gpufabric_sim.emulators.bootctl", "main", False),
+    "dpkg-query": ("gpufabric_sim.emulators.pkg", "main", True),
+    "apt-mark": ("gpufabric_sim.emulators.pkg", "main", True),
+    "apt-get": ("gpufabric_sim.emulators.pkg", "main", True),
+    "unattended-upgrade": ("gpufabric_sim.emulators.pkg", "main", True),
+    "rpm": ("gpufabric_sim.emulators.pkg", "main", True),
+    "dnf": ("gpufabric_sim.emulators.pkg", "main", True),
 }
+APT_TOOLS = ("dpkg-query", "apt-mark", "apt-get", "unattended-upgrade")
+DNF_TOOLS = ("rpm", "dnf")
 GRUB_TOOLS = bootloaders.GRUB_TOOLS
 BOOTLOADERS = bootloaders.KINDS
 
 
 def node_tools(topo):
-    return bootloaders.node_tools(topo, WRAPPERS)
+    """The emulated tools of a node: its boot loader's, and its package manager's (apt on Debian/Ubuntu, dnf on EL)."""
+    el = topo.get("os") in ("rhel", "rocky")
+    return dict((k, v) for k, v in bootloaders.node_tools(topo, WRAPPERS).items()
+                if k not in (APT_TOOLS if el else DNF_TOOLS))
 
 
 class SimError(Exception):

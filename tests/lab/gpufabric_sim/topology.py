@@ -7,7 +7,7 @@ A topology is a plain dict (YAML in ``tests/lab/topologies/<name>.yml``)::
 
     name: hgx-h200
     kernel_release: 6.8.0-45-generic
-    os: ubuntu                      # ubuntu | debian | rhel
+    os: ubuntu                      # ubuntu | debian | rhel | rocky
     os_version: "24.04"
     bootloader: grub                # grub (ubuntu/debian default) | grubby (rhel default: GRUB 2 + BLS)
     init: systemd                   # PID 1; anything else (process_api on a microVM) has no /run/systemd/system
@@ -187,10 +187,11 @@ def expand(raw):
     topo.setdefault("name", "custom")
     topo.setdefault("kernel_release", "6.8.0-45-generic")
     topo.setdefault("os", "ubuntu")
-    if topo["os"] not in ("ubuntu", "debian", "rhel"):
-        raise TopologyError("os must be ubuntu, debian or rhel, not %r" % topo["os"])
-    topo.setdefault("os_version", {"ubuntu": "24.04", "debian": "12", "rhel": "9.4"}[topo["os"]])
-    topo.setdefault("bootloader", "grubby" if topo["os"] == "rhel" else "grub")
+    if topo["os"] not in ("ubuntu", "debian", "rhel", "rocky"):
+        raise TopologyError("os must be ubuntu, debian, rhel or rocky, not %r" % topo["os"])
+    el = topo["os"] in ("rhel", "rocky")
+    topo.setdefault("os_version", {"ubuntu": "24.04", "debian": "12", "rhel": "9.4", "rocky": "9.4"}[topo["os"]])
+    topo.setdefault("bootloader", "grubby" if el else "grub")
     # PID 1: systemd (the default) or another init, as on a microVM whose agent is PID 1 (the H200 host the device
     # tool lends runs "process_api"); only systemd creates /run/systemd/system (sd_booted(3))
     topo.setdefault("init", "systemd")
@@ -199,8 +200,8 @@ def expand(raw):
                             % (topo["init"],))
     if topo["bootloader"] not in BOOTLOADERS:
         raise TopologyError("bootloader must be one of %s, not %r" % (", ".join(BOOTLOADERS), topo["bootloader"]))
-    if (topo["bootloader"], topo["os"] == "rhel") in (("grub", True), ("grubby", False)):
-        raise TopologyError("bootloader %s does not fit os %s (grub: ubuntu/debian, grubby: rhel)"
+    if (topo["bootloader"], el) in (("grub", True), ("grubby", False)):
+        raise TopologyError("bootloader %s does not fit os %s (grub: ubuntu/debian, grubby: rhel/rocky)"
                             % (topo["bootloader"], topo["os"]))
     topo.setdefault("cmdline", "BOOT_IMAGE=/boot/vmlinuz-%s root=UUID=3f1a2c9e-5b7d-4e21-9a0c-6d8e2f4b1c70 ro"
                     % topo["kernel_release"])

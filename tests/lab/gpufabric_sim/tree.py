@@ -48,6 +48,7 @@ from gpufabric_sim import nvfs_proc
 from gpufabric_sim import topology as topomod
 from gpufabric_sim import bootloaders
 from gpufabric_sim.emulators import grub as grub_emu
+from gpufabric_sim.emulators import pkg as pkg_emu
 
 CFG_SIZE = 4096
 
@@ -70,20 +71,29 @@ GPU_NAMES = {
 
 OS_RELEASE = {
     "ubuntu": (
-        'PRETTY_NAME="Ubuntu {v}.1 LTS"\nNAME="Ubuntu"\nVERSION_ID="{v}"\nVERSION="{v}.1 LTS (Noble Numbat)"\n'
-        'VERSION_CODENAME=noble\nID=ubuntu\nID_LIKE=debian\nHOME_URL="https://www.ubuntu.com/"\n'
+        'PRETTY_NAME="Ubuntu {v}.1 LTS"\nNAME="Ubuntu"\nVERSION_ID="{v}"\nVERSION="{v}.1 LTS ({cn})"\n'
+        'VERSION_CODENAME={c}\nID=ubuntu\nID_LIKE=debian\nHOME_URL="https://www.ubuntu.com/"\n'
         'SUPPORT_URL="https://help.ubuntu.com/"\nBUG_REPORT_URL="https://bugs.launchpad.net/ubuntu/"\n'
-        'UBUNTU_CODENAME=noble\nLOGO=ubuntu-logo\n'),
+        'UBUNTU_CODENAME={c}\nLOGO=ubuntu-logo\n'),
     "debian": (
-        'PRETTY_NAME="Debian GNU/Linux {v} (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="{v}"\n'
-        'VERSION="{v} (bookworm)"\nVERSION_CODENAME=bookworm\nID=debian\nHOME_URL="https://www.debian.org/"\n'
+        'PRETTY_NAME="Debian GNU/Linux {v} ({c})"\nNAME="Debian GNU/Linux"\nVERSION_ID="{v}"\n'
+        'VERSION="{v} ({c})"\nVERSION_CODENAME={c}\nID=debian\nHOME_URL="https://www.debian.org/"\n'
         'SUPPORT_URL="https://www.debian.org/support"\nBUG_REPORT_URL="https://bugs.debian.org/"\n'),
     "rhel": (
         'NAME="Red Hat Enterprise Linux"\nVERSION="{v} (Plow)"\nID="rhel"\nID_LIKE="fedora"\n'
         'VERSION_ID="{v}"\nPLATFORM_ID="platform:el9"\nPRETTY_NAME="Red Hat Enterprise Linux {v} (Plow)"\n'
         'ANSI_COLOR="0;31"\nLOGO="fedora-logo-icon"\nCPE_NAME="cpe:/o:redhat:enterprise_linux:9::baseos"\n'
         'HOME_URL="https://www.redhat.com/"\n'),
+    "rocky": (
+        'NAME="Rocky Linux"\nVERSION="{v} (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'
+        'VERSION_ID="{v}"\nPLATFORM_ID="platform:el9"\nPRETTY_NAME="Rocky Linux {v} (Blue Onyx)"\n'
+        'ANSI_COLOR="0;32"\nLOGO="fedora-logo-icon"\nCPE_NAME="cpe:/o:rocky:rocky:9::baseos"\n'
+        'HOME_URL="https://rockylinux.org/"\n'),
 }
+
+# release codenames (os-release VERSION_CODENAME) and their long names
+CODENAMES = {"22.04": ("jammy", "Jammy Jellyfish"), "24.04": ("noble", "Noble Numbat"), "12": ("bookworm", ""),
+             "13": ("trixie", "")}
 
 MACHINE_ID = "4c1f0e6a9b2d4f3e8a7c5b6d1e2f3a4b"
 
@@ -503,11 +513,13 @@ class _Builder(object):
         if init == "systemd":
             # what systemd creates at boot and sd_booted(3) tests for
             _mkdir(self.p("run/systemd/system"))
-        _write(self.p("etc/os-release"), OS_RELEASE[t["os"]].format(v=t["os_version"]))
+        c, cn = CODENAMES.get(t["os_version"], ("", ""))
+        _write(self.p("etc/os-release"), OS_RELEASE[t["os"]].format(v=t["os_version"], c=c, cn=cn))
         _write(self.p("etc/machine-id"), MACHINE_ID + "\n")
         _write(self.p("etc/hostname"), "node%03d\n" % self.node_index)
         kver = t["kernel_release"]
-        bl = t.get("bootloader", "grubby" if t["os"] == "rhel" else "grub")
+        pkg_emu.seed(self.root, t["os"], kver)
+        bl = t.get("bootloader", "grubby" if t["os"] in ("rhel", "rocky") else "grub")
         if bl == "grubby":
             self.rhel_boot(kver)
         elif bl == "grub":

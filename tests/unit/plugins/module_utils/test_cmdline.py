@@ -354,3 +354,52 @@ def test_el_missing_grubby_fails(node):
     with pytest.raises(c.CmdlineError, match="grubby was not found"):
         node.ensure(["iommu=pt"])
     assert node.hash() == before
+
+
+NEW_EL = "5.14.0-503.11.1.el9_5.x86_64"
+
+
+@pytest.mark.parametrize("kernel_cmdline", [
+    "root=/dev/mapper/rl-root ro crashkernel=1G-4G:192M rhgb quiet\n",
+    None,  # missing: created from the default entry
+])
+def test_el_kernel_cmdline_kept_in_step(node, kernel_cmdline):
+    """/etc/kernel/cmdline follows the entries, so a kernel installed later (kernel-install) boots with the args."""
+    from gpufabric_sim.emulators import pkg
+    root = node.root
+    make_el(root)
+    w = os.path.join(root, "etc/kernel/cmdline")
+    if kernel_cmdline is not None:
+        os.makedirs(os.path.dirname(w))
+        with open(w, "w") as f:
+            f.write(kernel_cmdline)
+    before = node.hash()
+    r = node.ensure(["iommu=pt"], ["quiet"], check=True)
+    assert r["changed"] and r["kernel_cmdline_file"]["action"] == "would change" and node.hash() == before
+    assert "iommu=pt" in r["kernel_cmdline_file"]["after"] and "quiet" not in r["kernel_cmdline_file"]["after"]
+    r = node.ensure(["iommu=pt"], ["quiet"])
+    assert r["kernel_cmdline_file"]["action"] == ("written" if kernel_cmdline else "created")
+    assert open(w).read() == "root=/dev/mapper/rl-root ro crashkernel=1G-4G:192M rhgb iommu=pt\n"
+    mid = node.hash()
+    r2 = node.ensure(["iommu=pt"], ["quiet"])
+    assert r2["changed"] is False and r2["kernel_cmdline_file"]["action"] == "unchanged" and node.hash() == mid
+    pkg.kernel_install(root, NEW_EL, machine_id="abc")
+    entry = open(os.path.join(root, "boot/loader/entries/abc-%s.conf" % NEW_EL)).read()
+    assert "options root=/dev/mapper/rl-root ro crashkernel=1G-4G:192M rhgb iommu=pt $tuned_params" in entry
+    # the new entry is in step: nothing to do
+    assert node.ensure(["iommu=pt"], ["quiet"])["changed"] is False
+
+
+def test_el_kernel_cmdline_drift_alone(node):
+    """Entries in step but /etc/kernel/cmdline lacking the argument: drift, corrected by a real run."""
+    root = node.root
+    make_el(root, options="root=/dev/mapper/rl-root ro iommu=pt")
+    os.makedirs(os.path.join(root, "etc/kernel"))
+    with open(os.path.join(root, "etc/kernel/cmdline"), "w") as f:
+        f.write("root=/dev/mapper/rl-root ro\n")
+    r = node.ensure(["iommu=pt"], check=True)
+    assert r["changed"] is True and r["actions"] == []
+    assert [i["object"] for i in r["drift"] if i["key"] == "iommu"] == ["kernel_cmdline_file"]
+    r = node.ensure(["iommu=pt"])
+    assert r["changed"] is True and open(os.path.join(root, "etc/kernel/cmdline")).read() == \
+        "root=/dev/mapper/rl-root ro iommu=pt\n"

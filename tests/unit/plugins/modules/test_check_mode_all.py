@@ -76,6 +76,8 @@ CASES = {
     "fleet_report": _case(lambda n: {"nodes": {"ap1": {"drift": []}}, "dest": os.path.join(n["root"], "reports")},
                           True),
     "kernel_cmdline": _case(lambda n: {"present": ["iommu=pt"]}, True),
+    # the node's kernel is not held yet (apt-mark, the simulator's package database)
+    "kernel_hold": _case(lambda n: {"kernel_releases": [n["manifest"]["kernel_release"]]}, True),
     "nccl_config": _case(lambda n: {"rails": _rails(n)}, True),
     "pcie_acs": _case(lambda n: {}, True),
     "rail_sysctl": _case(lambda n: {"rails": _rails(n)}, True),
