@@ -14,6 +14,8 @@ __metaclass__ = type
 import hashlib
 import re
 
+from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
+
 
 STATE_FILE = "/etc/gpufabric/vendor_nfs.json"
 RDMA_MODULE = "rpcrdma"
@@ -25,7 +27,8 @@ BUILDER_IMAGE = "localhost/gpufabric-kbuild"
 # packages with dpkg-buildpackage runs as a non-root user in the container. No libssl: the headers' sign-file pulls
 # the release's own (libssl3 on bookworm and 22.04, libssl3t64 on trixie and 24.04, where libssl3 is only a virtual
 # package that debootstrap --include refuses).
-BUILDER_PACKAGES = ["build-essential", "kmod", "ca-certificates", "xz-utils", "zstd", "fakeroot"]
+# The Debian profile's list (os_profiles holds the one list for every release).
+BUILDER_PACKAGES = list(os_profiles.PROFILES["debian12"]["builder_base_packages"])
 CACHE_FORMAT = 1
 MANIFEST_MODULE_KEYS = ("name", "installed_path", "package", "vermagic", "srcversion", "sha256", "signed", "signer",
                         "parameters", "compression", "file_sha256")

@@ -25,8 +25,9 @@ import shutil
 import tempfile
 import time
 
+from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_apt import validate_source_line
-from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import BUILDER_PACKAGES, KmodBuildError
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import KmodBuildError
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_image import (
     APT_SECURE_OPTIONS, image_exists, validate_image_ref)
 
@@ -65,11 +66,10 @@ RUN set -eu; test -n "${KVER}"; \\
 
 # family -> Containerfile, base packages, package manager options enforcing signatures
 FAMILIES = {
-    "ubuntu": {"containerfile": CONTAINERFILE_UBUNTU, "packages": list(BUILDER_PACKAGES),
+    "ubuntu": {"containerfile": CONTAINERFILE_UBUNTU,
+               "packages": list(os_profiles.PROFILES["ubuntu2404"]["builder_base_packages"]),
                "secure": list(APT_SECURE_OPTIONS), "apt": True},
-    "el": {"containerfile": CONTAINERFILE_EL,
-           "packages": ["gcc", "make", "kmod", "xz", "zstd", "elfutils-libelf-devel", "openssl", "rpm-build",
-                        "findutils"],
+    "el": {"containerfile": CONTAINERFILE_EL, "packages": list(os_profiles.PROFILES["el9"]["builder_base_packages"]),
            "secure": ["--setopt=gpgcheck=True", "--setopt=*.gpgcheck=True", "--setopt=localpkg_gpgcheck=True"],
            "apt": False},
 }

@@ -31,10 +31,13 @@ __metaclass__ = type
 import re
 import shlex
 
-_DEB_BUILDER = ["build-essential", "bc", "bison", "flex", "kmod", "libelf-dev", "libssl-dev", "dpkg-dev",
-                "debhelper", "fakeroot", "rsync", "python3"]
-_EL_BUILDER = ["gcc", "make", "bc", "bison", "flex", "kmod", "elfutils-libelf-devel", "openssl-devel", "rpm-build",
-               "rsync", "python3", "xz", "zstd"]
+# The vendor client builder's base packages (the one list; kmod_image's debootstrap and kmod_containerfile's
+# Containerfiles read it): compiler and make, kmod, the compressors of every module format, fakeroot for a vendor
+# build that calls dpkg-buildpackage as a user. The target kernel's headers come on top (linux-headers-<k>,
+# kernel-devel-<k>); the release's own libssl comes with them (libssl3 on bookworm/jammy, libssl3t64 on
+# trixie/noble: naming it here would break debootstrap on one of the two).
+_DEB_BUILDER = ["build-essential", "kmod", "ca-certificates", "xz-utils", "zstd", "fakeroot"]
+_EL_BUILDER = ["gcc", "make", "kmod", "xz", "zstd", "elfutils-libelf-devel", "openssl", "rpm-build", "findutils"]
 
 # Meta packages: no ABI in the name, a new version depends on the newest ABI.
 _UBUNTU_FLAVOURS = r"(?:generic|lowlatency|virtual|nvidia|oem|aws|azure|gcp|oracle|kvm|ibm|intel-iotg)(?:-[a-z0-9.]+)*"
@@ -51,7 +54,7 @@ PROFILES = {
         family="debian", pkg_mgr="apt", bootloader="grub", kernel_cmdline_file=None,
         kernel_packages=["linux-image-{kver}", "linux-headers-{kver}"],
         kernel_meta_re=_DEBIAN_META, module_compression="xz",
-        builder_base_packages=_DEB_BUILDER + ["xz-utils"], hold="apt-mark"),
+        builder_base_packages=_DEB_BUILDER, hold="apt-mark"),
     "ubuntu2204": dict(
         family="debian", pkg_mgr="apt", bootloader="grub", kernel_cmdline_file=None,
         kernel_packages=["linux-image-{kver}", "linux-modules-{kver}", "linux-modules-extra-{kver}",
@@ -63,7 +66,7 @@ PROFILES = {
         kernel_packages=["linux-image-{kver}", "linux-modules-{kver}", "linux-modules-extra-{kver}",
                          "linux-headers-{kver}"],
         kernel_meta_re=_UBUNTU_META, module_compression="zstd",
-        builder_base_packages=_DEB_BUILDER + ["zstd"], hold="apt-mark"),
+        builder_base_packages=_DEB_BUILDER, hold="apt-mark"),
     "el9": dict(
         family="el", pkg_mgr="dnf", bootloader="grubby", kernel_cmdline_file="/etc/kernel/cmdline",
         kernel_packages=["kernel-{kver}", "kernel-core-{kver}", "kernel-modules-{kver}",
