@@ -38,11 +38,18 @@ def gpu_operator_node_state(node_obj, pods, node, kernel, before=None, gds=False
         raise AnsibleFilterError("gpu_operator_node_state: %s" % e)
 
 
+def _node_name(entry):
+    """A node name, or an [inventory host, node name] pair whose empty name means the host's name."""
+    if isinstance(entry, (list, tuple)) and len(entry) == 2:
+        return entry[1] or entry[0]
+    return entry
+
+
 def gpu_operator_rollout_refusal(cluster_policy, pods, nodes, play_nodes,
                                  skip_label="nvidia.com/gpu-driver-upgrade.skip"):
     try:
         return op.rollout_refusal(_resources(cluster_policy, many=False), _resources(pods) or [],
-                                  _resources(nodes) or [], list(play_nodes), skip_label)
+                                  _resources(nodes) or [], [_node_name(n) for n in play_nodes], skip_label)
     except op.OperatorError as e:
         raise AnsibleFilterError("gpu_operator_rollout_refusal: %s" % e)
 

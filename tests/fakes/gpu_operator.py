@@ -19,8 +19,8 @@ kernel and boot id and the pods go through what the operator does for a new kern
   and Ready ``driver_ready_after`` polls after the reboot; never with ``driver_ready_after=None``. With GDS its
   nvidia-fs-ctr container becomes ready with it unless ``nvfs_ready`` is false.
 * validator: the same pod object, its stale pre-reboot status (Ready, old containerIDs) kept until one poll after
-  the driver is Ready; then new containers, init containers running one after the other (one per poll), Ready after the last;
-  with ``failing_validation`` that init container exits 1 and restarts (CrashLoopBackOff), never Ready.
+  the driver is Ready; then new containers, init containers running one after the other (one per poll), Ready
+  after the last; with ``failing_validation`` that init container exits 1 and restarts (CrashLoopBackOff), never Ready.
 
 A "poll" is a GET of a pod list or a pod. ``events`` records what the model did.
 """
@@ -45,8 +45,8 @@ def _image(name):
 
 
 def _running(name, ready, cid=None):
-    return dict(_image(name), **{"name": name, "ready": ready, "restartCount": 0, "started": True, "containerID": cid or _cid(),
-            "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}})
+    return dict(_image(name), name=name, ready=ready, restartCount=0, started=True, containerID=cid or _cid(),
+                state={"running": {"startedAt": "2026-01-01T00:00:00Z"}})
 
 
 def _waiting(name, reason="PodInitializing"):
@@ -123,7 +123,8 @@ class GpuOperator(object):
                          "labels": {"app": app, "app.kubernetes.io/component": app.replace("-daemonset", "")},
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": app,
                                               "uid": "ds-" + app, "controller": True}]},
-            "spec": {"nodeName": self.node, "containers": [{"name": c["name"], "image": c["image"]} for c in containers],
+            "spec": {"nodeName": self.node,
+                     "containers": [{"name": c["name"], "image": c["image"]} for c in containers],
                      "initContainers": [{"name": c["name"], "image": c["image"]} for c in init]},
             "status": {"phase": phase, "conditions": _conditions(ready, initialized),
                        "initContainerStatuses": init, "containerStatuses": containers},

@@ -264,7 +264,8 @@ def test_upgrade_success(fleet, prebuilt, initially_cordoned, label):
         # the proof held on an idle node: nothing holds a device now, and the file lists no rpcrdma
         assert read_modules(root) == "wekafsio: 1\n"
         # the operator's pods went through their lifecycle before the uncordon
-        assert model.events[0] == "node %s booted %s" % (name, TARGET)
+        assert model.events[:2] == ["created driver pod nvidia-driver-daemonset-1" + name[:5],
+                                    "node %s booted %s" % (name, TARGET)]
         assert ("deleted driver pod nvidia-driver-daemonset-1" + name[:5] in model.events) is not initially_cordoned
         rec = record(root)
         assert rec["gpu_operator_before"]["driver"]["pod"] == "gpu-operator/nvidia-driver-daemonset-1" + name[:5]

@@ -224,3 +224,16 @@ def test_rollout_refusal(name, cp, pods, play, labels, expect):
         assert expect in reason, (name, reason)
     else:
         assert reason == "", (name, reason)
+
+
+def test_filters_take_registered_results():
+    from ansible_collections.gpufabric.node.plugins.filter import gpu_operator as flt
+    cp = {"resources": [policy(parallel=2)]}
+    pods = {"resources": DRIVERS}
+    all_nodes = {"resources": nodes(a={}, b={}, c={})}
+    # [inventory host, node name] pairs: an empty name is the host's own name
+    assert flt.gpu_operator_rollout_refusal(cp, pods, all_nodes, [["a", ""], ["h2", "b"], ["c", "c"]]) == ""
+    assert "node(s) c outside" in flt.gpu_operator_rollout_refusal(cp, pods, all_nodes, [["a", ""], ["h2", "b"]])
+    assert flt.gpu_operator_node_state({"skipped": True}, None, NODE, NEW)["reason"] == \
+        "node gpu-1 was not read from the API"
+    assert flt.gpu_operator_pod_identities({"resources": []}, NODE) == {"driver": None, "validator": None}
