@@ -231,6 +231,9 @@ def rollout_refusal(cluster_policy, pods, nodes, play_nodes, skip_label="nvidia.
     if not driver_nodes:
         return ("no driver pod (%s=%s) of the GPU Operator was found: the namespace is wrong or the operator runs "
                 "no driver; nothing would load nvidia-fs" % DRIVER_LABEL)
+    unknown = sorted(set(play_nodes) - set(by_name))
+    if unknown:
+        return "node(s) %s of the play was not found in the cluster" % ", ".join(unknown)
     missing = sorted(set(play_nodes) - set(driver_nodes))
     if missing:
         return "node(s) %s of the play run no driver pod of the GPU Operator" % ", ".join(missing)

@@ -212,7 +212,8 @@ ROLLOUT = [
     ("autoUpgrade unset", policy(auto=None), DRIVERS, ["a", "b", "c"], {}, "autoUpgrade unset"),
     ("driver disabled", policy(enabled=False), DRIVERS, ["a"], {}, "spec.driver.enabled false"),
     ("no driver pods", policy(), [], ["a"], {}, "no driver pod (app=nvidia-driver-daemonset)"),
-    ("play node without driver", policy(), DRIVERS, ["a", "x"], {}, "node(s) x of the play run no driver pod"),
+    ("play node not in the cluster", policy(), DRIVERS, ["a", "x"], {}, "node(s) x of the play was not found"),
+    ("play node without driver", policy(), DRIVERS[:2], ["a", "c"], {}, "node(s) c of the play run no driver pod"),
 ]
 
 
