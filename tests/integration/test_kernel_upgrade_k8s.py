@@ -371,7 +371,8 @@ GPU_FAILURES = [
      "validator pod gpu-operator/{validator} on node {node} is not Ready: phase Pending; init container "
      "driver-validation waiting (CrashLoopBackOff)", "validator"),
     ({"gds": True, "nvfs_ready": False}, True,
-     "driver pod gpu-operator/{driver} on node {node}: container nvidia-fs-ctr running, not ready", "driver"),
+     "driver pod gpu-operator/{driver} on node {node} is not Ready: phase Running; container nvidia-fs-ctr running, "
+     "not ready", "driver"),
 ]
 
 
