@@ -14,6 +14,12 @@ patch (RFC 6902). Every stored change bumps ``metadata.resourceVersion`` (and ``
 changed); ``dryRun`` answers without storing. By default the fake holds ``cluster-policy`` with
 ``spec.gds.enabled: false`` and a driver section (``DEFAULT_CLUSTER_POLICY_SPEC``).
 
+Callables in ``api.observers`` are called before every request is answered, under the lock, as
+``observer(api, method, path, query)``; tests/fakes/gpu_operator.py models the GPU Operator's pods across a reboot
+with one. List requests honour equality-based ``labelSelector`` terms (``k=v``, ``k==v``, ``k!=v``, ``k``, ``!k``)
+and the ``spec.nodeName`` field selector of pods. A node's ``status.nodeInfo`` (``kernelVersion``, ``bootID``)
+comes from its ``node_info``.
+
 Callables in ``api.hooks`` are called after every stored change of a node or a ClusterPolicy, under the lock, as
 ``hook(api, kind, name, before, after)``; a test models a controller (the GPU Operator) with them.
 
@@ -73,6 +79,12 @@ DEFAULT_CLUSTER_POLICY_SPEC = {
     "gds": {"enabled": False, "repository": "nvcr.io/nvidia/cloud-native", "image": "nvidia-fs",
             "version": "2.20.5"},
     "devicePlugin": {"enabled": True},
+}
+NODE_INFO = {  # every field of NodeSystemInfo is required
+    "architecture": "amd64", "bootID": "boot-0", "containerRuntimeVersion": "containerd://1.7.24",
+    "kernelVersion": "6.1.0-50-amd64", "kubeProxyVersion": "v1.30.0", "kubeletVersion": "v1.30.0",
+    "machineID": "0" * 32, "operatingSystem": "linux", "osImage": "Debian GNU/Linux 12 (bookworm)",
+    "systemUUID": "00000000-0000-0000-0000-000000000000",
 }
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -210,6 +222,7 @@ class FakeK8s(object):
         self.lock = threading.Lock()
         self.requests = []
         self.hooks = []
+        self.observers = []
         self.fail_evictions = fail_evictions
         self.nodes = {}
         self.rv = 100
@@ -220,7 +233,8 @@ class FakeK8s(object):
                              "labels": dict(spec.get("labels", {})),
                              "annotations": dict(spec.get("annotations", {}))},
                 "spec": {"unschedulable": True} if spec.get("unschedulable") else {},
-                "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                           "nodeInfo": dict(NODE_INFO, **spec.get("node_info", {}))},
             }
         self.pods = {}
         for ns, name, node in pods or []:
@@ -347,6 +361,8 @@ class FakeK8s(object):
         with self.lock:
             self.requests.append({"method": method, "path": path, "query": dict((k, v[0]) for k, v in query.items()),
                                   "body": body, "content_type": ctype, "time": time.time()})
+            for observer in self.observers:
+                observer(self, method, path.rstrip("/"), query)
             return self._dispatch(method, path.rstrip("/"), query, body, ctype)
 
     def _dispatch(self, method, path, query, body, ctype=""):
@@ -371,7 +387,7 @@ class FakeK8s(object):
         if path == CLUSTER_POLICIES or path.startswith(CLUSTER_POLICIES + "/"):
             return self._cluster_policies(method, parts[4:], query, body, ctype)
         if parts[:3] == ["api", "v1", "nodes"]:
-            return self._nodes(method, parts[3:], body)
+            return self._nodes(method, parts[3:], body, query)
         if parts[:3] == ["api", "v1", "pods"] and method == "GET":
             return 200, self._pod_list(query)
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) >= 5 and parts[4] == "pods":
@@ -405,16 +421,20 @@ class FakeK8s(object):
         for term in sel.split(","):
             if term.startswith("spec.nodeName="):
                 want = term.split("=", 1)[1]
+        match = label_matcher((query.get("labelSelector") or [""])[0])
         items = [p for (pns, _n), p in sorted(self.pods.items())
-                 if (ns is None or pns == ns) and (want is None or p["spec"]["nodeName"] == want)]
+                 if (ns is None or pns == ns) and (want is None or p["spec"]["nodeName"] == want)
+                 and match(p["metadata"].get("labels") or {})]
         return {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)},
                 "items": copy.deepcopy(items)}
 
-    def _nodes(self, method, rest, body):
+    def _nodes(self, method, rest, body, query=None):
         if not rest:
             if method == "GET":
+                match = label_matcher(((query or {}).get("labelSelector") or [""])[0])
                 return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)},
-                             "items": [copy.deepcopy(n) for _k, n in sorted(self.nodes.items())]}
+                             "items": [copy.deepcopy(n) for _k, n in sorted(self.nodes.items())
+                                       if match(n["metadata"].get("labels") or {})]}
             return self.status(405, "MethodNotAllowed", "only GET on the node list")
         name = rest[0]
         if name not in self.nodes:
@@ -503,6 +523,29 @@ class FakeK8s(object):
         self.cluster_policies[name] = new
         self._changed("ClusterPolicy", name, current, new)
         return 200, copy.deepcopy(new)
+
+
+def label_matcher(selector):
+    """A predicate over a labels dict for an equality-based label selector (set-based terms are not served)."""
+    terms = [t.strip() for t in selector.split(",") if t.strip()]
+
+    def match(labels):
+        for t in terms:
+            if "!=" in t:
+                k, v = t.split("!=", 1)
+                if labels.get(k.strip()) == v.strip():
+                    return False
+            elif "=" in t:
+                k, v = t.replace("==", "=").split("=", 1)
+                if labels.get(k.strip()) != v.strip():
+                    return False
+            elif t.startswith("!"):
+                if t[1:] in labels:
+                    return False
+            elif t not in labels:
+                return False
+        return True
+    return match
 
 
 def _group(name, version):

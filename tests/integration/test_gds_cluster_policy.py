@@ -16,6 +16,11 @@ nvidia-fs came up and the proof ran there), and a second run changes nothing in 
 The Kubernetes node names differ from the inventory names (``gds_node_name`` as a host variable) so both the
 labelling loop and the per-node removal must use the mapping.
 
+The operator's driver pods (label app=nvidia-driver-daemonset, namespace gpu-operator) run on both nodes; the role
+reads them and the cluster's nodes before the change and refuses, with the reason, a ClusterPolicy whose driver
+upgrade controller would not roll one node at a time: autoUpgrade off, or a driver node outside the play without the
+skip label while maxParallelUpgrades is not 1 (then nothing in the cluster changes).
+
 Also: a node name the labelling cannot resolve (``gds_node_name`` given with the role, which hostvars do not show
 for the other hosts, or a node the cluster does not have) stops the role before the ClusterPolicy changes; a driver
 pod that never loads nvidia-fs stops the rollout on that node with the next node still labelled, and a rerun
@@ -214,6 +219,7 @@ def cluster(fleet):
         if not os.path.isdir(gds_dir):
             os.makedirs(gds_dir)
     api = FakeK8s(nodes=dict((K8S_NAME[h], {"unschedulable": False}) for h in NODES))
+    add_driver_pods(api, [K8S_NAME[h] for h in sorted(NODES)])
     operator = Operator(fleet, fleet.nvfs_saved)
     api.hooks.append(operator)
     api.start()
@@ -221,6 +227,22 @@ def cluster(fleet):
         yield api, operator
     finally:
         api.stop()
+
+
+def add_driver_pods(api, nodes):
+    """The GPU Operator's driver DaemonSet pods on ``nodes`` (Kubernetes names)."""
+    for i, node in enumerate(nodes):
+        name = "nvidia-driver-daemonset-%d" % i
+        api.pods[("gpu-operator", name)] = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "gpu-operator", "uid": "uid-driver-%d" % i,
+                         "labels": {"app": "nvidia-driver-daemonset",
+                                    "app.kubernetes.io/component": "nvidia-driver"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "controller": True,
+                                              "name": "nvidia-driver-daemonset", "uid": "ds-driver"}]},
+            "spec": {"nodeName": node, "containers": [{"name": "nvidia-driver-ctr", "image": "driver"}]},
+            "status": {"phase": "Running"},
+        }
 
 
 def assert_one_node_at_a_time(fleet, api, operator, log):
@@ -326,3 +348,29 @@ def test_driver_never_comes_up_stops_the_rollout_then_resumes(fleet, cluster, tm
     assert SKIP not in api.node(K8S_NAME["sim2"])["metadata"]["labels"]
     assert api.node(K8S_NAME["sim1"])["metadata"]["resourceVersion"] == sim1_rv
     assert os.path.exists(os.path.join(fleet.root("sim2"), NVFS, "version"))
+
+
+@pytest.mark.parametrize("case", ["outside_parallel_2", "auto_upgrade_off"])
+def test_rollout_that_is_not_one_node_at_a_time_is_refused(fleet, cluster, tmp_path, case):
+    """A driver node outside the play (no skip label) with maxParallelUpgrades 2 would be upgraded alongside the
+    play's node; with autoUpgrade off nothing would replace the driver pods. Both are refused before any change."""
+    api, operator = cluster
+    policy = api.cluster_policies["cluster-policy"]["spec"]["driver"]["upgradePolicy"]
+    if case == "outside_parallel_2":
+        api.nodes["gpu-other.cluster.local"] = dict(api.node(K8S_NAME["sim1"]), metadata={
+            "name": "gpu-other.cluster.local", "uid": "uid-other", "resourceVersion": "100", "labels": {}})
+        add_driver_pods(api, [K8S_NAME[h] for h in sorted(NODES)] + ["gpu-other.cluster.local"])
+        policy["maxParallelUpgrades"] = 2
+        want = ("node(s) gpu-other.cluster.local outside the play run the driver without "
+                "nvidia.com/gpu-driver-upgrade.skip=true, and ClusterPolicy cluster-policy has "
+                "spec.driver.upgradePolicy.maxParallelUpgrades 2")
+    else:
+        policy["autoUpgrade"] = False
+        want = "ClusterPolicy cluster-policy has spec.driver.upgradePolicy.autoUpgrade false"
+    rc, out = run_play(fleet, str(tmp_path), api)
+    assert rc != 0
+    assert "Not enabling GDS in ClusterPolicy cluster-policy: " + want in out, out[-8000:]
+    assert cp_patches(api) == []
+    assert api.cluster_policy()["spec"]["gds"]["enabled"] is False
+    assert label_patches(api) == []
+    assert operator.events == []

@@ -15,6 +15,12 @@ proof does.
 Asserted from the fake API's recorded requests: skip label, cordon, eviction of the node's pod only, label restored,
 uncordon only when the node was not cordoned before; on failure the node stays cordoned and the record on the node
 says what failed; a second run resumes and keeps the initial cordon state from the record.
+
+The GPU Operator is modelled on the fake API (tests/fakes/gpu_operator.py), its "kubelet" reading the node's boot id
+and kernel from the sysroot: after the reboot the driver pod is replaced (Pending, then Running not Ready, Ready some
+polls later, or never) and the validator's stale pre-reboot status gives way to its validations. The playbook
+uncordons only once both are Ready for the new kernel; a driver pod that never becomes Ready, a failing validation
+or GDS without nvidia-fs keeps the node cordoned with a reason that names the pod.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -37,6 +43,7 @@ for p in (os.path.join(REPO, ".build"), os.path.join(REPO, "tests", "lab"), os.p
         sys.path.insert(0, p)
 
 import vendor_fixture as vf  # noqa: E402 pylint: disable=wrong-import-position
+from gpu_operator import GpuOperator  # noqa: E402 pylint: disable=wrong-import-position
 from k8s_api import FakeK8s  # noqa: E402 pylint: disable=wrong-import-position
 
 VENV_PY = os.path.join(REPO, ".venv", "bin", "python")
@@ -180,6 +187,7 @@ def run_playbook(fleet, prebuilt, api, boot_mode="vendor", extra=None):
         "gpufabric_boot_time_command": "cat \"$GPUFABRIC_SYSROOT/var/lib/gpufabric-sim/fake-boot-id\" 2>/dev/null "
                                        "|| echo 0",
         "kernel_upgrade_reboot_timeout": 120,
+        "kernel_upgrade_gpu_operator_poll": 1, "kernel_upgrade_gpu_operator_timeout": 60,
     }
     ev.update(extra or {})
     evf = os.path.join(fleet, "ev.json")
@@ -194,6 +202,19 @@ def run_playbook(fleet, prebuilt, api, boot_mode="vendor", extra=None):
     p = subprocess.run(argv, check=False, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                        timeout=900)
     return p.returncode, p.stdout
+
+
+def operator(api, name, root, **kw):
+    """The GPU Operator's pods on the node, following the node's boot id and kernel in its sysroot."""
+    def kubelet():
+        try:
+            with open(os.path.join(root, "var", "lib", "gpufabric-sim", "fake-boot-id")) as f:
+                boot = f.read().strip()
+        except IOError:
+            boot = "0"
+        with open(os.path.join(root, "proc", "sys", "kernel", "osrelease")) as f:
+            return boot, f.read().strip()
+    return GpuOperator(name, kubelet, **kw).install(api)
 
 
 def node_patches(api, name):
@@ -215,7 +236,9 @@ def test_upgrade_success(fleet, prebuilt, initially_cordoned, label):
     reset_node(root)
     labels = {SKIP: label} if label is not None else {}
     api = FakeK8s(nodes={name: {"unschedulable": initially_cordoned, "labels": labels}},
-                  pods=[("default", "train-0", name), ("other", "infer-0", "elsewhere")]).start()
+                  pods=[("default", "train-0", name), ("other", "infer-0", "elsewhere")])
+    model = operator(api, name, root, replace_driver=not initially_cordoned)
+    api.start()
     try:
         rc, out = run_playbook(fleet, prebuilt, api)
         assert rc == 0, out[-6000:]
@@ -243,6 +266,12 @@ def test_upgrade_success(fleet, prebuilt, initially_cordoned, label):
             assert "updates/bundle/rpcrdma.ko:" in f.read()
         # the proof held on an idle node: nothing holds a device now, and the file lists no rpcrdma
         assert read_modules(root) == "wekafsio: 1\n"
+        # the operator's pods went through their lifecycle before the uncordon
+        assert model.events[:2] == ["created driver pod nvidia-driver-daemonset-1" + name[:5],
+                                    "node %s booted %s" % (name, TARGET)]
+        assert ("deleted driver pod nvidia-driver-daemonset-1" + name[:5] in model.events) is not initially_cordoned
+        rec = record(root)
+        assert rec["gpu_operator_before"]["driver"]["pod"] == "gpu-operator/nvidia-driver-daemonset-1" + name[:5]
     finally:
         api.stop()
 
@@ -257,7 +286,9 @@ def test_drain_failure_stays_cordoned_then_resumes(fleet, prebuilt):
     name, root = node_root(fleet)
     reset_node(root)
     api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[("default", "train-0", name)],
-                  fail_evictions=True).start()
+                  fail_evictions=True)
+    operator(api, name, root)
+    api.start()
     try:
         rc, out = run_playbook(fleet, prebuilt, api)
         assert rc != 0
@@ -282,7 +313,9 @@ def test_drain_failure_stays_cordoned_then_resumes(fleet, prebuilt):
 def test_intree_boot_fails_proof_and_stays_cordoned(fleet, prebuilt):
     name, root = node_root(fleet)
     reset_node(root)
-    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[]).start()
+    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[])
+    operator(api, name, root)
+    api.start()
     try:
         rc, out = run_playbook(fleet, prebuilt, api, boot_mode="intree")
         assert rc != 0
@@ -300,7 +333,9 @@ def test_rpcrdma_not_registering_with_nvidia_fs_fails_proof(fleet, prebuilt):
     nvidia-fs: the proof, holding a device open, finds rpcrdma missing and names it; the node stays cordoned."""
     name, root = node_root(fleet)
     reset_node(root)
-    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[]).start()
+    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[])
+    operator(api, name, root)
+    api.start()
     try:
         rc, out = run_playbook(fleet, prebuilt, api, boot_mode="nohook")
         assert rc != 0
@@ -316,7 +351,9 @@ def test_rpcrdma_not_registering_with_nvidia_fs_fails_proof(fleet, prebuilt):
 def test_gate_refuses_reboot_without_client(fleet, prebuilt):
     name, root = node_root(fleet)
     reset_node(root)
-    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[]).start()
+    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[])
+    operator(api, name, root)
+    api.start()
     try:
         rc, out = run_playbook(fleet, prebuilt, api, extra={"vendor_nfs_client_install": False})
         assert rc != 0
@@ -324,5 +361,50 @@ def test_gate_refuses_reboot_without_client(fleet, prebuilt):
         with open(os.path.join(root, "proc", "sys", "kernel", "osrelease")) as f:
             assert f.read().strip() != TARGET, "rebooted although the gate failed"
         assert api.node(name)["spec"]["unschedulable"] is True
+    finally:
+        api.stop()
+
+
+GPU_FAILURES = [
+    # model options, GDS in the ClusterPolicy, expected reason (after "within 12 s: "), pod the reason names
+    ({"driver_ready_after": None}, False,
+     "driver pod gpu-operator/{driver} on node {node} is not Ready: phase Running; container nvidia-driver-ctr "
+     "running, not ready", "driver"),
+    ({"failing_validation": "driver-validation"}, False,
+     "validator pod gpu-operator/{validator} on node {node} is not Ready: phase Pending; init container "
+     "driver-validation waiting (CrashLoopBackOff)", "validator"),
+    ({"gds": True, "nvfs_ready": False}, True,
+     "driver pod gpu-operator/{driver} on node {node} is not Ready: phase Running; container nvidia-fs-ctr running, "
+     "not ready", "driver"),
+]
+
+
+@pytest.mark.parametrize("options,gds,reason,which", GPU_FAILURES, ids=["driver-never-ready", "validation-fails",
+                                                                        "gds-nvidia-fs-not-ready"])
+def test_gpu_operator_not_ready_keeps_the_node_cordoned(fleet, prebuilt, options, gds, reason, which):
+    name, root = node_root(fleet)
+    reset_node(root)
+    policies = None
+    if gds:
+        from k8s_api import DEFAULT_CLUSTER_POLICY_SPEC
+        spec = json.loads(json.dumps(DEFAULT_CLUSTER_POLICY_SPEC))
+        spec["gds"]["enabled"] = True
+        policies = {"cluster-policy": spec}
+    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[], cluster_policies=policies)
+    model = operator(api, name, root, **options)
+    api.start()
+    try:
+        rc, out = run_playbook(fleet, prebuilt, api, extra={"kernel_upgrade_gpu_operator_timeout": 12})
+        assert rc != 0
+        want = reason.format(driver=model.driver_name, validator=model.validator_name, node=name)
+        assert "was not ready on node %s for kernel %s within 12 s: %s" % (name, TARGET, want) in out, out[-6000:]
+        assert "The node stays cordoned" in out
+        assert api.node(name)["spec"]["unschedulable"] is True
+        assert {"spec": {"unschedulable": False}} not in node_patches(api, name)
+        rec = record(root)
+        assert rec["phase"] == "failed" and want in rec["error"]
+        assert "gpu-operator/%s" % (model.driver_name if which == "driver" else model.validator_name) in rec["error"]
+        # the wait ran before the proof: nothing that needs the driver was tried
+        assert "Proof - the target kernel runs" not in out
     finally:
         api.stop()
