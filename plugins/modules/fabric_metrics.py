@@ -205,7 +205,7 @@ import socket
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import dcb
 from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
 from ansible_collections.gpufabric.node.plugins.module_utils import prom
@@ -333,6 +333,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module, text=("concerns", "gds"))
     p = module.params
     sysroot = Sysroot()
     try:

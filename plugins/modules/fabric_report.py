@@ -161,7 +161,7 @@ markdown:
 
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import report as rpt
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -179,6 +179,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module, text=("nodes",))
     p = module.params
     if not p["basename"] or "/" in p["basename"]:
         module.fail_json(msg="basename must be a plain file name without '/', got %r" % p["basename"])

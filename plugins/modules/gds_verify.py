@@ -169,7 +169,7 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs, nvfs
 from ansible_collections.gpufabric.node.plugins.module_utils import proof_concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -198,6 +198,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
     gdsio = p["gdsio_path"]
     if gdsio is None and p["method"] in ("auto", "gdsio"):

@@ -126,7 +126,7 @@ drift:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import desired
 from ansible_collections.gpufabric.node.plugins.module_utils import nccl
 from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
@@ -146,6 +146,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
     # tc's own range is checked by nccl.desired_vars below
     problems = desired.unreadable({"tos": p["expected_tos"]}) + desired.contradictions(

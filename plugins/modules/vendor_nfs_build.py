@@ -282,7 +282,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs, kmod_build as kb
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 OPTIONAL_TOOLS = ("dpkg-deb", "modinfo", "nm", "rpm", "rpm2archive", "debootstrap", "chroot", "tar", "depmod",
@@ -464,6 +464,7 @@ def main():
         required_together=[("signing_key", "signing_cert")],
         supports_check_mode=True,
     )
+    inputs.guard(module)
     try:
         result = run_module(module)
     except kb.KmodBuildError as e:

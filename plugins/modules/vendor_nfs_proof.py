@@ -165,7 +165,7 @@ concerns:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs, kmod_build as kb
 from ansible_collections.gpufabric.node.plugins.module_utils import proof_concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -191,6 +191,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
 
     def fail(msg):
