@@ -159,3 +159,34 @@ def instance_name(device):
         raise InputError("device: %r is not an RDMA device name of the characters [A-Za-z0-9_.-]" % (device,))
     return device
 
+
+
+_FILE_NAME_RE = re.compile(r"[A-Za-z0-9_+][A-Za-z0-9._+-]{0,127}\Z")
+_TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
+                           r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?\Z")
+# NCCL_SOCKET_IFNAME: a comma-separated list of interface name prefixes, '^' first excludes them, '=' exact names
+_NCCL_IFNAMES_RE = re.compile(r"\^?=?[A-Za-z0-9_.:@-]{1,15}(?:,=?[A-Za-z0-9_.:@-]{1,15})*\Z")
+
+
+def file_name(value, what):
+    """``value`` when it is a plain file name of portable characters (not ``.``/``..``, no ``/``, no leading
+    ``.`` or ``-``); InputError otherwise."""
+    if not isinstance(value, str) or not _FILE_NAME_RE.match(value):
+        raise InputError("%s must be a plain file name of the characters [A-Za-z0-9._+-] not starting with '.' or "
+                         "'-' (got %r)" % (what, value))
+    return value
+
+
+def timestamp(value, what):
+    """``value`` when it is an ISO 8601 date or date and time (``2026-01-01T00:00:00Z``, ``...+00:00``)."""
+    if not isinstance(value, str) or not _TIMESTAMP_RE.match(value):
+        raise InputError("%s must be an ISO 8601 time such as 2026-01-01T00:00:00Z (got %r)" % (what, value))
+    return value
+
+
+def nccl_ifnames(value, what):
+    """``value`` when it is an NCCL_SOCKET_IFNAME list (``eth0``, ``=bond0``, ``^docker,lo``)."""
+    if not isinstance(value, str) or not _NCCL_IFNAMES_RE.match(value):
+        raise InputError("%s: %r is not an NCCL interface list (names or prefixes separated by ',', '^' first to "
+                         "exclude, '=' for an exact name)" % (what, value))
+    return value

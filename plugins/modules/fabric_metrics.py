@@ -340,8 +340,7 @@ def main():
         filename = validate_filename(p["filename"])
         mode = parse_mode(p["mode"])
         gds, gds_warning = gds_evidence(p["gds"])
-        if not os.path.isabs(p["textfile_dir"]):
-            raise ValueError("textfile_dir must be an absolute path, not %r" % p["textfile_dir"])
+        inputs.safe_path(p["textfile_dir"], "textfile_dir")
         node = {"concerns": p["concerns"], "managed": p["managed_concerns"], "reboot_required": p["reboot_required"],
                 "gds_wanted": p["gds_wanted"]}
         host = socket.gethostname() or "this node"

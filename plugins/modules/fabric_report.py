@@ -181,8 +181,10 @@ def main():
     )
     inputs.guard(module, text=("nodes",))
     p = module.params
-    if not p["basename"] or "/" in p["basename"]:
-        module.fail_json(msg="basename must be a plain file name without '/', got %r" % p["basename"])
+    try:
+        inputs.file_name(p["basename"], "basename")
+    except inputs.InputError as e:
+        module.fail_json(msg=str(e))
     try:
         report = rpt.build(p["nodes"], p["managed_concerns"], fixed=p["fixed"])
     except rpt.ReportError as e:

@@ -175,8 +175,12 @@ def main():
     )
     inputs.guard(module, text=("nodes",))
     p = module.params
-    if not p["basename"] or "/" in p["basename"] or p["basename"] in (".", ".."):
-        module.fail_json(msg="basename must be a plain file name without '/', got %r" % p["basename"])
+    try:
+        inputs.file_name(p["basename"], "basename")
+        if p["generated"] is not None:
+            inputs.timestamp(p["generated"], "generated")
+    except inputs.InputError as e:
+        module.fail_json(msg=str(e))
     root = Sysroot("/")
     json_path = os.path.join(p["dest"], p["basename"] + ".json")
     previous = None

@@ -148,6 +148,12 @@ def main():
     )
     inputs.guard(module)
     p = module.params
+    try:
+        inputs.safe_path(p["path"], "path")
+        if p["socket_ifname"] is not None:
+            inputs.nccl_ifnames(p["socket_ifname"], "socket_ifname")
+    except inputs.InputError as e:
+        module.fail_json(msg=str(e), concerns={"nccl": concerns.error("nccl", str(e))})
     # tc's own range is checked by nccl.desired_vars below
     problems = desired.unreadable({"tos": p["expected_tos"]}) + desired.contradictions(
         {"nccl_ib_tc": p["tc"], "tos": p["expected_tos"]})

@@ -201,9 +201,15 @@ def main():
         kver = kb.validate_kver(p["kernel_release"])
     except ValueError as e:
         fail(str(e))
-    bad = [n for n in p["other_modules"] if not kb.MODULE_NAME_RE.match(n)]
-    if bad:
-        fail("other_modules: %s is not a kernel module name" % ", ".join(bad))
+    for key in ("other_modules", "require_loaded"):
+        bad = [n for n in p[key] if not kb.MODULE_NAME_RE.match(n)]
+        if bad:
+            fail("%s: %s is not a kernel module name" % (key, ", ".join(repr(n) for n in bad)))
+    if p["version"] is not None:
+        try:
+            kb.validate_version(p["version"])
+        except ValueError as e:
+            fail("version: %s" % e)
     if p["other_modules"] and p["stage"] != "installed":
         fail("other_modules is checked at stage=installed (the gate before the reboot)")
     sysroot = Sysroot()
