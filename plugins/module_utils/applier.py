@@ -46,8 +46,8 @@ import subprocess
 import sys
 import time
 
-from ansible_collections.gpufabric.node.plugins.module_utils import (acs, dcb, guard, inputs, rdma_cm, results, routing,
-                                                                    state, topology)
+from ansible_collections.gpufabric.node.plugins.module_utils import (
+    acs, dcb, guard, inputs, rdma_cm, results, routing, state, topology)
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 DEFAULT_WAIT_S = 30.0

@@ -160,7 +160,6 @@ def instance_name(device):
     return device
 
 
-
 _FILE_NAME_RE = re.compile(r"[A-Za-z0-9_+][A-Za-z0-9._+-]{0,127}\Z")
 _TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
                            r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?\Z")

@@ -112,10 +112,9 @@ def render_unit(script, boot_wait, before_units):
         "ExecStart=%s --wait %d\n"
         "TimeoutStartSec=%d\n\n"
         "[Install]\n"
-        "WantedBy=multi-user.target\n" % (HEADER, " ".join(inputs.systemd_unit_name(u, "before_units")
-                                                            for u in before_units),
-                                           inputs.systemd_exec_arg(inputs.safe_path(script, "script")),
-                                           int(boot_wait), int(boot_wait) + 120))
+        "WantedBy=multi-user.target\n"
+        % (HEADER, " ".join(inputs.systemd_unit_name(u, "before_units") for u in before_units),
+           inputs.systemd_exec_arg(inputs.safe_path(script, "script")), int(boot_wait), int(boot_wait) + 120))
 
 
 def render_template(script, device_wait):
@@ -130,8 +129,9 @@ def render_template(script, device_wait):
         "# %%i, not %%I: the udev rule starts an instance only for a device name that is a unit instance name as\n"
         "# it is (systemd would unescape '-' of mlx5-bond0 into '/' in %%I).\n"
         "ExecStart=%s --device %%i --wait %d\n"
-        "TimeoutStartSec=%d\n" % (HEADER, inputs.systemd_exec_arg(inputs.safe_path(script, "script")),
-                                   int(device_wait), int(device_wait) + 60))
+        "TimeoutStartSec=%d\n"
+        % (HEADER, inputs.systemd_exec_arg(inputs.safe_path(script, "script")), int(device_wait),
+           int(device_wait) + 60))
 
 
 def render_rule(systemctl):
