@@ -309,7 +309,6 @@ def test_hostile_value_fails_before_anything_is_touched(name, path, kind, hid, n
     assert after == before, "%s changed the node before refusing %s" % (name, path)
 
 
-
 def _read_only(node, args, option, hostile, res, before, after):
     assert after == before, "a read-only module changed the node"
 
