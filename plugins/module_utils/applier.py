@@ -48,8 +48,8 @@ import subprocess
 import sys
 import time
 
-from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, guard, rdma_cm, results, routing, state, topology
-from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
+from ansible_collections.gpufabric.node.plugins.module_utils import (
+    acs, dcb, guard, inputs, nodelock, rdma_cm, results, routing, state, topology)
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 DEFAULT_WAIT_S = 30.0
@@ -449,6 +449,12 @@ def main(argv=None, out=None, err=None, script=None):
         parser.error("--lock-wait must be 0..%d seconds (got %s)" % (nodelock.MAX_TIMEOUT_S, args.lock_wait))
     out = out or sys.stdout
     err = err or sys.stderr
+    if args.device is not None:
+        try:
+            inputs.instance_name(args.device)
+        except inputs.InputError as e:
+            err.write("error: --device: %s\n" % e)
+            return 2
 
     def log(line):
         stream = err if line.startswith("error:") else out

@@ -35,7 +35,7 @@ import stat
 import sys
 import tempfile
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns, guard, nodelock, state
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, guard, inputs, nodelock, state
 
 CONCERN = "persistence"
 PKG = guard.PKG
@@ -78,20 +78,24 @@ def module_utils_sources(modules=None):
 
 
 def render_script(python, script, lib_dir):
+    """The ``gpufabric-apply`` script: the interpreter through :func:`inputs.shebang`, the library directory as a
+    Python literal (``repr``) relative to the script; no option value is written anywhere else."""
+    inputs.safe_path(script, "script")
+    inputs.safe_path(lib_dir, "lib_dir")
     rel = os.path.relpath(lib_dir, os.path.dirname(script))
     return (
-        "#!%s\n"
+        inputs.shebang(python) +
         "# %s\n"
         "\"\"\"gpufabric-apply: re-apply the runtime-only fabric settings recorded in /etc/gpufabric/state.json.\n\n"
-        "Runs the copy of the gpufabric.node module_utils installed in %s (found relative to this\n"
-        "script, so it also works below a simulated node's root). It refuses to run when this script, that\n"
-        "copy or the recorded state could be changed by anyone but root. --help for the options.\n"
+        "Runs the copy of the gpufabric.node module_utils installed by fabric_persist (lib_dir; the directory is\n"
+        "found relative to this script, so it also works below a simulated node's root). It refuses to run when\n"
+        "this script, that copy or the recorded state could be changed by anyone but root. --help for the options.\n"
         "\"\"\"\n"
         "import os\n"
         "import sys\n\n"
-        "sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), %r)))\n\n"
+        "sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), %s)))\n\n"
         "from ansible_collections.gpufabric.node.plugins.module_utils.applier import main  # noqa: E402\n\n"
-        "raise SystemExit(main(script=__file__))\n" % (python, HEADER, lib_dir, rel))
+        "raise SystemExit(main(script=__file__))\n" % (HEADER, repr(str(rel))))
 
 
 def render_unit(script, boot_wait, before_units):
@@ -111,31 +115,42 @@ def render_unit(script, boot_wait, before_units):
         "ExecStart=%s --wait %d --lock-wait %d\n"
         "TimeoutStartSec=%d\n\n"
         "[Install]\n"
-        "WantedBy=multi-user.target\n" % (HEADER, " ".join(before_units), script, boot_wait, LOCK_WAIT_S,
-                                          boot_wait + LOCK_WAIT_S + 120))
+        "WantedBy=multi-user.target\n"
+        % (HEADER, " ".join(inputs.systemd_unit_name(u, "before_units") for u in before_units),
+           inputs.systemd_exec_arg(inputs.safe_path(script, "script")), int(boot_wait), LOCK_WAIT_S,
+           int(boot_wait) + LOCK_WAIT_S + 120))
 
 
 def render_template(script, device_wait):
     return (
         "# %s\n"
         "[Unit]\n"
-        "Description=Re-apply gpufabric DCB and RoCE ToS of RDMA device %%I\n"
+        "Description=Re-apply gpufabric DCB and RoCE ToS of RDMA device %%i\n"
         "# At boot, let the full run go first; both (and the modules) serialise on %s anyway.\n"
         "After=gpufabric-apply.service\n\n"
         "[Service]\n"
         "Type=oneshot\n"
-        "ExecStart=%s --device %%I --wait %d --lock-wait %d\n"
-        "TimeoutStartSec=%d\n" % (HEADER, nodelock.LOCK_FILE, script, device_wait, LOCK_WAIT_S,
-                                  device_wait + LOCK_WAIT_S + 60))
+        "# %%i, not %%I: the udev rule starts an instance only for a device name that is a unit instance name as\n"
+        "# it is (systemd would unescape '-' of mlx5-bond0 into '/' in %%I).\n"
+        "ExecStart=%s --device %%i --wait %d --lock-wait %d\n"
+        "TimeoutStartSec=%d\n"
+        % (HEADER, nodelock.LOCK_FILE, inputs.systemd_exec_arg(inputs.safe_path(script, "script")), int(device_wait),
+           LOCK_WAIT_S, int(device_wait) + LOCK_WAIT_S + 60))
 
 
 def render_rule(systemctl):
+    """The udev rule: ``systemctl --no-block restart gpufabric-apply@<ibdev>.service`` on every RDMA device add.
+
+    The instance is the kernel name as it is (the template reads it with ``%i``), so the rule matches only names
+    of the characters a unit instance keeps unchanged (``inputs.INSTANCE_CHARS``: ``mlx5_0``, ``rxe-eth0``,
+    ``mlx5-bond0``); the applier records no other device name (state.py), so no recorded device is left out."""
+    sc = inputs.udev_value(inputs.safe_path(systemctl, "systemctl"), "systemctl")
     return (
         "# %s\n"
         "# An RDMA device registered (boot, driver reload, firmware reset): its ToS is 0 again and its rail's DCB\n"
         "# may be gone. Start the work as a service: udev kills RUN programs when the event is done.\n"
-        "ACTION==\"add\", SUBSYSTEM==\"infiniband\", "
-        "RUN+=\"%s --no-block restart gpufabric-apply@%%k.service\"\n" % (HEADER, systemctl))
+        "ACTION==\"add\", SUBSYSTEM==\"infiniband\", KERNEL!=\"%s\", "
+        "RUN+=\"%s --no-block restart gpufabric-apply@%%k.service\"\n" % (HEADER, inputs.UDEV_UNIT_UNSAFE_GLOB, sc))
 
 
 def lib_files(lib_dir, sources):

@@ -279,7 +279,7 @@ dcb_version:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import dcb
 from ansible_collections.gpufabric.node.plugins.module_utils import desired as desired_state
 from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
@@ -314,6 +314,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
     desired = {"dscp_map": p["dscp_map"], "pfc_priorities": p["pfc_priorities"],
                "trust": p["trust"], "ets": p["ets"]}

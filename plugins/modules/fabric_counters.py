@@ -140,7 +140,7 @@ markdown:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufabric.node.plugins.module_utils import counters
+from ansible_collections.gpufabric.node.plugins.module_utils import counters, inputs
 
 
 def main():
@@ -162,6 +162,7 @@ def main():
         required_together=[("plan", "deltas")],
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
     if not 0 <= p["priority"] <= 7:
         module.fail_json(msg="priority must be 0..7, got %d" % p["priority"])

@@ -205,7 +205,7 @@ import socket
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import dcb
 from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
 from ansible_collections.gpufabric.node.plugins.module_utils import prom
@@ -335,14 +335,14 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module, text=("concerns", "gds"))
     p = module.params
     sysroot = Sysroot()
     try:
         filename = validate_filename(p["filename"])
         mode = parse_mode(p["mode"])
         gds, gds_warning = gds_evidence(p["gds"])
-        if not os.path.isabs(p["textfile_dir"]):
-            raise ValueError("textfile_dir must be an absolute path, not %r" % p["textfile_dir"])
+        inputs.safe_path(p["textfile_dir"], "textfile_dir")
         node = {"concerns": p["concerns"], "managed": p["managed_concerns"], "reboot_required": p["reboot_required"],
                 "gds_wanted": p["gds_wanted"]}
         host = socket.gethostname() or "this node"

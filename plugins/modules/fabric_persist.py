@@ -25,6 +25,8 @@ description:
     C(kubelet.service) and C(slurmd.service), so workloads start with the fabric configured.
   - Writes a template unit C(gpufabric-apply@.service) and a udev rule that starts it with
     C(systemctl --no-block restart gpufabric-apply@<ibdev>.service) on every C(add) event of an RDMA device.
+    The template passes the instance as it is (C(%i)): the rule starts it for device names of the characters
+    C([A-Za-z0-9_.-]) (C(mlx5_0), C(mlx5-bond0), C(rxe-eth0)), the only names the modules record state for.
     The work runs in a service, not in udev's C(RUN) (which udev kills when the event is done and runs in a
     sandbox that forbids mounting configfs); C(restart) rather than C(start) guarantees a fresh run after a
     registration that happens while an earlier run of the same device is still going.
@@ -71,6 +73,10 @@ options:
     description:
       - Interpreter of the C(gpufabric-apply) script. Defaults to the interpreter that runs this module (the
         node's Python as Ansible discovered it). It needs C(pyroute2) only when per-rail routing is recorded.
+      - It is written into the script's shebang line. Like O(lib_dir), O(script), O(unit_dir) and O(rules_file) it
+        must be an absolute, normalized path (no C(.) or C(..) component) of the characters C([A-Za-z0-9._+,:=@-])
+        and C(/); anything else (a space, a quote, C(%), C($), a newline, NUL) is refused before anything is read
+        or written.
     type: path
   lib_dir:
     description: Directory that receives the copy of the collection's module_utils.
@@ -99,6 +105,7 @@ options:
   before_units:
     description:
       - Units the boot run is ordered before (C(Before=)). Units that do not exist on the node are harmless.
+      - Each must be a systemd unit name (C(kubelet.service), C(mnt-data\x2d1.mount)); anything else is refused.
     type: list
     elements: str
     default: [remote-fs-pre.target, kubelet.service, slurmd.service]
@@ -227,7 +234,7 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import applier, nodelock, persist
+from ansible_collections.gpufabric.node.plugins.module_utils import applier, inputs, nodelock, persist
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 UNIT = persist.UNIT
@@ -261,20 +268,26 @@ def diff_of(actions, lib_dir, sysroot):
 
 
 def validate(module, p):
-    for key in ("lib_dir", "script", "unit_dir", "rules_file"):
-        if not os.path.isabs(p[key]):
-            module.fail_json(msg="%s must be an absolute path on the node (got %r)" % (key, p[key]))
+    """Every value the applier's files are rendered from, checked for the syntax it goes into (shebang, Python
+    source, ExecStart=, Before=, udev RUN): absolute normalized paths of portable characters, unit names."""
+    python = p["python"] or sys.executable
+    try:
+        for key in ("lib_dir", "script", "unit_dir", "rules_file"):
+            if len(p[key]) > 1:
+                p[key] = p[key].rstrip("/") or "/"
+            inputs.safe_path(p[key], key)
+        inputs.shebang(python)
+        for unit in p["before_units"]:
+            inputs.systemd_unit_name(unit, "before_units")
+    except inputs.InputError as e:
+        module.fail_json(msg=str(e))
+    if p["lib_dir"] == "/" or p["script"] == "/" or p["rules_file"] == "/" or \
+            p["lib_dir"] == p["script"] or p["script"].startswith(p["lib_dir"] + "/"):
+        module.fail_json(msg="lib_dir %r and script %r must be distinct paths below /, the script outside lib_dir"
+                         % (p["lib_dir"], p["script"]))
     for key in ("boot_wait", "device_wait"):
         if not 0 <= p[key] <= 3600:
             module.fail_json(msg="%s must be 0..3600 seconds (got %d)" % (key, p[key]))
-    for unit in p["before_units"]:
-        if not unit or any(c.isspace() for c in unit) or "/" in unit or "." not in unit:
-            module.fail_json(msg="before_units: %r is not a systemd unit name (e.g. kubelet.service)" % (unit,))
-    python = p["python"] or sys.executable
-    if not os.path.isabs(python):
-        module.fail_json(msg="python must be an absolute path (got %r)" % python)
-    for key in ("lib_dir", "script", "unit_dir", "rules_file"):
-        p[key] = os.path.normpath(p[key])
     return python
 
 
@@ -295,6 +308,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
     python = validate(module, p)
     present = p["state"] == "present"
@@ -305,6 +319,10 @@ def main():
     env = {"LC_ALL": "C", "LANG": "C"}
     systemctl = module.get_bin_path("systemctl")
     sc = systemctl or persist.DEFAULT_SYSTEMCTL
+    try:
+        inputs.udev_value(inputs.safe_path(sc, "systemctl"), "systemctl")
+    except inputs.InputError as e:
+        module.fail_json(msg="the udev rule runs systemctl: %s" % e)
     commands = []
     result = dict(changed=False, files=[], commands=commands, drift=[], unit_file_state=None)
 

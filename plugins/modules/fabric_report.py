@@ -161,7 +161,7 @@ markdown:
 
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import report as rpt
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -179,9 +179,12 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module, text=("nodes",))
     p = module.params
-    if not p["basename"] or "/" in p["basename"]:
-        module.fail_json(msg="basename must be a plain file name without '/', got %r" % p["basename"])
+    try:
+        inputs.file_name(p["basename"], "basename")
+    except inputs.InputError as e:
+        module.fail_json(msg=str(e))
     try:
         report = rpt.build(p["nodes"], p["managed_concerns"], fixed=p["fixed"])
     except rpt.ReportError as e:

@@ -152,7 +152,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import fleet_report as fr
 from ansible_collections.gpufabric.node.plugins.module_utils import report
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
@@ -173,9 +173,14 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module, text=("nodes",))
     p = module.params
-    if not p["basename"] or "/" in p["basename"] or p["basename"] in (".", ".."):
-        module.fail_json(msg="basename must be a plain file name without '/', got %r" % p["basename"])
+    try:
+        inputs.file_name(p["basename"], "basename")
+        if p["generated"] is not None:
+            inputs.timestamp(p["generated"], "generated")
+    except inputs.InputError as e:
+        module.fail_json(msg=str(e))
     root = Sysroot("/")
     json_path = os.path.join(p["dest"], p["basename"] + ".json")
     previous = None

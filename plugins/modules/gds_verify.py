@@ -169,8 +169,8 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs, nodelock, nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import MODULE_NAME_RE
 from ansible_collections.gpufabric.node.plugins.module_utils import proof_concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -199,7 +199,17 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
+    try:
+        if p["gdsio_path"] is not None:
+            inputs.safe_path(p["gdsio_path"], "gdsio_path")
+        if p["python"] is not None:
+            inputs.safe_path(p["python"], "python")
+    except inputs.InputError as e:
+        module.fail_json(msg=str(e))
+    if not MODULE_NAME_RE.match(p["storage_module"]):
+        module.fail_json(msg="storage_module: %r is not a kernel module name" % p["storage_module"])
     gdsio = p["gdsio_path"]
     if gdsio is None and p["method"] in ("auto", "gdsio"):
         gdsio = module.get_bin_path("gdsio", opt_dirs=["/usr/local/cuda/gds/tools"])

@@ -263,7 +263,7 @@ warnings_found:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
-from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles, topology
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs, os_profiles, topology
 
 
 def main():
@@ -271,6 +271,7 @@ def main():
         argument_spec=dict(gather_subset=dict(type="list", elements="str", default=["all"])),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     try:
         topology.normalize_subset(module.params["gather_subset"])
     except ValueError as e:

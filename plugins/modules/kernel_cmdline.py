@@ -255,6 +255,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.cmdline import (
     CmdlineError,
     CommandError,
@@ -289,6 +290,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
     # one writer of node state at a time (nodelock.py): from the read of the boot configuration through the update
     with nodelock.for_module(module, Sysroot(), "kernel_cmdline"):

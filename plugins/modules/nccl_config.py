@@ -126,7 +126,7 @@ drift:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import desired
 from ansible_collections.gpufabric.node.plugins.module_utils import nccl
 from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
@@ -147,7 +147,14 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
+    try:
+        inputs.safe_path(p["path"], "path")
+        if p["socket_ifname"] is not None:
+            inputs.nccl_ifnames(p["socket_ifname"], "socket_ifname")
+    except inputs.InputError as e:
+        module.fail_json(msg=str(e), concerns={"nccl": concerns.error("nccl", str(e))})
     # tc's own range is checked by nccl.desired_vars below
     problems = desired.unreadable({"tos": p["expected_tos"]}) + desired.contradictions(
         {"nccl_ib_tc": p["tc"], "tos": p["expected_tos"]})

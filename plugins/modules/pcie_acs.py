@@ -240,7 +240,7 @@ drift:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import acs
+from ansible_collections.gpufabric.node.plugins.module_utils import acs, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils import pci
@@ -263,6 +263,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
     sysroot = Sysroot()
     scan = topology.PciScan(sysroot)

@@ -157,8 +157,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
-from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs, nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import sysctl
 from ansible_collections.gpufabric.node.plugins.module_utils import routing
@@ -194,6 +193,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
     sysroot = Sysroot()
     values = dict((k, p[k]) for k in sysctl.KEYS)

@@ -174,7 +174,7 @@ actions:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import desired
 from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
@@ -209,6 +209,7 @@ def main():
         required_one_of=[("rails", "devices")],
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
     sysroot = Sysroot()
     rail_of = {}

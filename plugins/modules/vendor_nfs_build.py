@@ -339,7 +339,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs, kmod_build as kb
 from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -560,6 +560,7 @@ def main():
         required_together=[("signing_key", "signing_cert")],
         supports_check_mode=True,
     )
+    inputs.guard(module)
     try:
         result = run_module(module)
     except kb.KmodBuildError as e:

@@ -165,7 +165,7 @@ concerns:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs, kmod_build as kb
 from ansible_collections.gpufabric.node.plugins.module_utils import proof_concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -191,6 +191,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
 
     def fail(msg):
@@ -200,9 +201,15 @@ def main():
         kver = kb.validate_kver(p["kernel_release"])
     except ValueError as e:
         fail(str(e))
-    bad = [n for n in p["other_modules"] if not kb.MODULE_NAME_RE.match(n)]
-    if bad:
-        fail("other_modules: %s is not a kernel module name" % ", ".join(bad))
+    for key in ("other_modules", "require_loaded"):
+        bad = [n for n in p[key] if not kb.MODULE_NAME_RE.match(n)]
+        if bad:
+            fail("%s: %s is not a kernel module name" % (key, ", ".join(repr(n) for n in bad)))
+    if p["version"] is not None:
+        try:
+            kb.validate_version(p["version"])
+        except ValueError as e:
+            fail("version: %s" % e)
     if p["other_modules"] and p["stage"] != "installed":
         fail("other_modules is checked at stage=installed (the gate before the reboot)")
     sysroot = Sysroot()

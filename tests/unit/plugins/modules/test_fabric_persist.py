@@ -166,29 +166,57 @@ def test_boot_unit_runs_installed_applier(node, monkeypatch):
     assert dcb_emu.pfc_enabled(dcb_emu.state(root, manifest["rails"][2]["netdev"])) == []
 
 
-def test_template_instance_reapplies_only_its_device(node, monkeypatch):
-    """What systemd does for gpufabric-apply@mlx5_1.service: %I is the instance; only mlx5_1 is touched."""
-    root, _m, _bindir = node
+def _rename_ibdev(root, old, new):
+    """The kernel's rename of an RDMA device (rdma dev set OLD name NEW): class link and device directory."""
+    link = os.path.join(root, "sys/class/infiniband", old)
+    target = os.readlink(link)
+    real = os.path.normpath(os.path.join(os.path.dirname(link), target))
+    os.rename(real, os.path.join(os.path.dirname(real), new))
+    os.unlink(link)
+    os.symlink(os.path.join(os.path.dirname(target), new), os.path.join(root, "sys/class/infiniband", new))
+
+
+@pytest.mark.parametrize("dev", ["mlx5_1", "mlx5-bond0", "rxe-eth0.1"])
+def test_template_instance_reapplies_only_its_device(node, monkeypatch, dev):
+    """udev add of ``dev`` -> systemctl restart gpufabric-apply@<dev>.service -> only ``dev`` is touched.
+
+    A name with '-' stays itself: the template reads the instance with %i (systemd's %I would unescape the '-'
+    of mlx5-bond0 into '/')."""
+    root, _m, bindir = node
+    if dev != "mlx5_1":
+        _rename_ibdev(root, "mlx5_1", dev)
     sr = Sysroot(root)
-    state.record(sr, "rdma_cm", {"devices": ["mlx5_0", "mlx5_1"], "tos": 106}, False)
+    state.record(sr, "rdma_cm", {"devices": ["mlx5_0", dev], "tos": 106}, False)
     paths = {}
-    for dev in ("mlx5_0", "mlx5_1"):
-        paths[dev] = os.path.join(root, "sys/kernel/config/rdma_cm/%s/ports/1/default_roce_tos" % dev)
-        os.makedirs(os.path.dirname(paths[dev]))
-        with open(paths[dev], "w") as f:
+    for d in ("mlx5_0", dev):
+        paths[d] = os.path.join(root, "sys/kernel/config/rdma_cm/%s/ports/1/default_roce_tos" % d)
+        os.makedirs(os.path.dirname(paths[d]))
+        with open(paths[d], "w") as f:
             f.write("0\n")
     assert not run_module(fabric_persist, {"device_wait": 0}, monkeypatch=monkeypatch).get("failed")
-    with open(os.path.join(root, "etc/systemd/system/gpufabric-apply@.service")) as f:
-        text = f.read()
-    sections = bootsim.parse_unit_text(text.replace("%I", "mlx5_1"))
-    assert bootsim.unit_value(sections, "Unit", "After") == "gpufabric-apply.service"
-    assert bootsim.unit_value(sections, "Service", "RemainAfterExit") is None
-    cmds = bootsim.unit_exec_commands(sections, root)
-    assert len(cmds) == 1
-    p = subprocess.run(cmds[0][0], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
-    assert p.returncode == 0, p.stderr
-    assert "rdma_cm: mlx5_1/1 default_roce_tos 0 -> 106" in p.stdout
-    with open(paths["mlx5_1"]) as f:
+    unit = bootsim.read_unit(os.path.join(root, "etc/systemd/system/gpufabric-apply@.service"))
+    assert bootsim.unit_value(unit, "Unit", "After") == "gpufabric-apply.service"
+    assert bootsim.unit_value(unit, "Service", "RemainAfterExit") is None
+    cmds = services.udev_commands(root, services.infiniband_event(root, dev, "add"))
+    instance = "gpufabric-apply@%s.service" % dev
+    assert cmds == [[os.path.join(bindir, "systemctl"), "--no-block", "restart", instance]]
+    p = subprocess.run(cmds[0], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                       check=False)
+    with open(os.path.join(root, "var/log/gpufabric-sim/%s.log" % instance)) as f:
+        log = f.read()
+    assert p.returncode == 0, p.stderr + log
+    assert "rdma_cm: %s/1 default_roce_tos 0 -> 106" % dev in log
+    with open(paths[dev]) as f:
         assert f.read().strip() == "106"
     with open(paths["mlx5_0"]) as f:
         assert f.read().strip() == "0"
+
+
+@pytest.mark.parametrize("dev", ["mlx5 1", "mlx5%i", "a$b", "a\\x2d", 'q"x', "a;b", "a*b"])
+def test_udev_rule_starts_no_instance_for_unsafe_names(node, monkeypatch, dev):
+    """A kernel name outside [A-Za-z0-9_.-] is no instance name as it is: the rule starts nothing for it (the
+    modules record no such device, state.py), instead of a unit whose %i would differ from the device."""
+    root, _m, _bindir = node
+    assert not run_module(fabric_persist, {}, monkeypatch=monkeypatch).get("failed")
+    assert services.udev_commands(root, services.infiniband_event(root, dev, "add")) == []
+    assert services.udev_commands(root, services.infiniband_event(root, "mlx5_0", "add")) != []
