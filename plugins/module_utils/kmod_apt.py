@@ -33,10 +33,19 @@ INSECURE_OPTIONS = ("trusted", "allow-insecure", "allow-weak", "allow-downgrade-
 _TRUE = ("yes", "true", "with", "on", "enable", "1")
 
 _OPTION_RE = re.compile(r"(?P<key>[a-z][a-z-]*)(?P<op>[+-]?=)(?P<value>[A-Za-z0-9._,:/+~@-]+)")
-_URI_RE = re.compile(r"(?P<scheme>https?|file):[A-Za-z0-9._~:/?#@!$&'()*+,;=%-]+")
+# A URI of characters that mean nothing to a shell or to apt's line format (no quote, $, `, ;, space), with
+# percent-encoding for anything else; no '.' or '..' path segment (checked by _dot_segment).
+_URI_RE = re.compile(r"(?P<scheme>https?|file):(?:[A-Za-z0-9._~:/@+,=-]|%[0-9A-Fa-f]{2})+")
 _SUITE_RE = re.compile(r"[A-Za-z0-9._~+/-]+")
 _COMPONENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+/-]*")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _dot_segment(value):
+    """Whether a URI, suite or component has a '.' or '..' path segment (a way out of the archive's tree)."""
+    path = value.split("://", 1)[-1] if "://" in value else value.split(":", 1)[-1] if value.startswith(
+        ("file:", "http:", "https:")) else value
+    return any(seg in (".", "..") for seg in path.split("/"))
 
 
 def _refuse(line, why):
@@ -75,7 +84,12 @@ def parse_source_line(line):
         raise _refuse(line, "it names no suite")
     uri, suite, components = words[0], words[1], words[2:]
     if not _URI_RE.fullmatch(uri):
-        raise _refuse(line, "the URI %s is not http://, https:// or file:" % ascii(uri))
+        raise _refuse(line, "the URI %s is not http://, https:// or file: (percent-encode other characters)"
+                      % ascii(uri))
+    # "./" is the flat repository at the URI itself, the one dot segment apt lines use
+    for word in [uri] + ([] if suite == "./" else [suite]) + components:
+        if _dot_segment(word):
+            raise _refuse(line, "%s has a '.' or '..' path segment" % ascii(word))
     if not _SUITE_RE.fullmatch(suite) or suite.startswith("-"):
         raise _refuse(line, "malformed suite %s" % ascii(suite))
     if suite.endswith("/"):
@@ -206,8 +220,9 @@ def builder_sources(sysroot, suite, mirror=None):
 
 def validate_mirror(value):
     """A mirror URI for the builder (http, https or file); raises ValueError."""
-    if not isinstance(value, str) or not _URI_RE.fullmatch(value):
-        raise ValueError("builder mirror %s is not an http://, https:// or file: URI" % ascii(value))
+    if not isinstance(value, str) or not _URI_RE.fullmatch(value) or _dot_segment(value):
+        raise ValueError("builder mirror %s is not an http://, https:// or file: URI without '.' or '..' segments "
+                         "(percent-encode characters other than letters, digits and ._~:/@+,=-)" % ascii(value))
     return value
 
 

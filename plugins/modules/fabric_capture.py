@@ -31,6 +31,7 @@ options:
   dest:
     description:
       - Output prefix; the module writes C(<dest>.tar.gz) and C(<dest>.facts.json). Its directory must exist.
+      - A normalized path of letters, digits and C(._+,:=@-) (no C(..), quotes or shell characters).
     type: path
     required: true
   mask:
@@ -102,7 +103,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import capture
+from ansible_collections.gpufabric.node.plugins.module_utils import capture, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -124,8 +125,14 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
-    dest = os.path.abspath(p["dest"])
+    try:
+        # a relative prefix is taken from the working directory, then checked as it is (no '..' normalised away)
+        dest = inputs.safe_path(p["dest"] if p["dest"].startswith("/") else os.path.join(os.getcwd(), p["dest"]),
+                                "dest")
+    except inputs.InputError as e:
+        module.fail_json(msg=str(e))
     if not os.path.isdir(os.path.dirname(dest)):
         module.fail_json(msg="dest %s: directory %s does not exist" % (dest, os.path.dirname(dest)))
     try:

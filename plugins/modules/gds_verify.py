@@ -202,6 +202,8 @@ def main():
     inputs.guard(module)
     p = module.params
     try:
+        # the test file's directory: a path of portable characters (it names where the module writes)
+        inputs.safe_path(p["path"].rstrip("/") or "/", "path")
         if p["gdsio_path"] is not None:
             inputs.safe_path(p["gdsio_path"], "gdsio_path")
         if p["python"] is not None:

@@ -260,6 +260,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.cmdline import (
     CmdlineError,
     CommandError,
     ensure,
+    validate,
 )
 from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
@@ -292,6 +293,11 @@ def main():
     )
     inputs.guard(module)
     p = module.params
+    try:
+        # bad arguments fail before anything is touched, the lock included (ensure validates again)
+        validate(p["present"], p["absent"], arch=os.uname()[4])
+    except CmdlineError as e:
+        module.fail_json(msg=str(e))
     # one writer of node state at a time (nodelock.py): from the read of the boot configuration through the update
     with nodelock.for_module(module, Sysroot(), "kernel_cmdline"):
         try:

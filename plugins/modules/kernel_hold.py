@@ -103,7 +103,7 @@ not_installed:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kernel_hold, os_profiles
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs, kernel_hold, os_profiles
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 C_ENV = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
@@ -117,6 +117,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    inputs.guard(module)
     p = module.params
     profile, why = os_profiles.detect(Sysroot())
     if profile is None:

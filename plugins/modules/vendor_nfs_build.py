@@ -439,6 +439,13 @@ def run_module(module):
             kb.validate_mirror(p["builder_mirror"])
         if p["builder_suite"]:
             kb.validate_suite(p["builder_suite"])
+        for name in p["required_modules"]:
+            if not kb.MODULE_NAME_RE.fullmatch(name):
+                raise ValueError("required_modules: %s is not a kernel module name" % ascii(name))
+        # paths the build writes, reads or hands to podman: portable characters, normalized
+        for opt in ("cache_dir", "podman_conf_dir", "builder_containerfile", "signing_key", "signing_cert"):
+            if p[opt]:
+                inputs.safe_path(p[opt].rstrip("/") or "/", opt)
     except ValueError as e:
         module.fail_json(msg=str(e), **result)
     if p["builder_mode"] == "image" and not p["builder_image"]:
