@@ -88,7 +88,7 @@ demo: sysdeps-demo venv link
 	@echo "Fleet left running in $(SIM); 'make clean' removes it."
 
 # README command 2: every test tier that runs on a machine without GPUs.
-test: sysdeps-test unit collection sanity lint molecule vm integration
+test: sysdeps-test lint unit collection sanity molecule integration vm compat
 
 clean:
 	-$(BIN)/python -m gpufabric_sim destroy --fleet $(SIM) 2>/dev/null
