@@ -440,18 +440,19 @@ def write_capture(out_prefix, cap):
 
 
 def main(argv=None):
+    """Command line: ``python3 -m ansible_collections.gpufabric.node.plugins.module_utils.capture --out PREFIX``."""
     p = argparse.ArgumentParser(prog="gpufabric-capture", description=__doc__.split("\n", maxsplit=1)[0])
     p.add_argument("--out", required=True, help="output prefix: writes OUT.tar.gz and OUT.facts.json")
     p.add_argument("--no-mask", action="store_true", help="keep addresses and the host name as they are")
     p.add_argument("--subset", action="append", help="gather_subset entry (repeatable; default all)")
     args = p.parse_args(argv)
     cap = capture(Sysroot(), args.subset, mask=not args.no_mask)
-    for path, changed in write_capture(args.out, cap):
-        print("%s %s" % ("wrote" if changed else "unchanged", path))
+    lines = ["%s %s\n" % ("wrote" if changed else "unchanged", path) for path, changed in write_capture(args.out, cap)]
+    sys.stdout.write("".join(lines))
     if cap["manifest"]["unreadable"]:
-        print("unreadable (left out): %s" % ", ".join(sorted(cap["manifest"]["unreadable"])), file=sys.stderr)
+        sys.stderr.write("unreadable (left out): %s\n" % ", ".join(sorted(cap["manifest"]["unreadable"])))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -177,9 +177,9 @@ def podman_run_argv(podman, image, src_dir, out_dir, kver, profile, sign_dir=Non
     """``podman run`` of one build: not privileged, no network, no capabilities, non-root, read-only source."""
     is_rootless = rootless() if is_rootless is None else is_rootless
     argv = [podman, "run", "--rm", "--pull=never", "--network", "none", "--cap-drop", "all",
-            "--security-opt", "no-new-privileges", "--pids-limit", "4096"] + run_user_args(is_rootless) + [
-            "-v", "%s:/src:ro" % src_dir, "-v", "%s:/out:rw" % out_dir,
-            "-e", "KVER=%s" % kver, "-e", "HOME=/tmp", "-w", "/"]
+            "--security-opt", "no-new-privileges", "--pids-limit", "4096"] + run_user_args(is_rootless)
+    argv += ["-v", "%s:/src:ro" % src_dir, "-v", "%s:/out:rw" % out_dir,
+             "-e", "KVER=%s" % kver, "-e", "HOME=/tmp", "-w", "/"]
     if name:
         argv += ["--name", name]
     if sign_dir:

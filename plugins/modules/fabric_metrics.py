@@ -23,7 +23,8 @@ description:
     changes. It carries no timestamps, so a node whose state did not change is not rewritten.
   - Evidence that cannot be read is left out, never written as zero - nvidia-fs counters when nvidia-fs is not loaded
     or prints no read/write counters (C(rw_stats_enabled=0)), the ToS of a port when C(/sys/kernel/config/rdma_cm)
-    itself is missing (rdma_cm not loaded or configfs not mounted), the ACS state of a bridge whose config space cannot be read. A rail whose C(dcb) query fails has
+    itself is missing (rdma_cm not loaded or configfs not mounted), the ACS state of a bridge whose config space
+    cannot be read. A rail whose C(dcb) query fails has
     C(gpufabric_rail_dcb_up 0) and no other DCB series.
   - C(gpufabric_gds_active) and C(gpufabric_gds_compat_fallback_detected) come from I(gds) (the result of
     M(gpufabric.node.gds_verify)) because proving GDS takes a test transfer; they are absent without it.

@@ -25,7 +25,7 @@ description:
     C(kubelet.service) and C(slurmd.service), so workloads start with the fabric configured.
   - Writes a template unit C(gpufabric-apply@.service) and a udev rule that starts it with
     C(systemctl --no-block restart gpufabric-apply@<ibdev>.service) on every C(add) event of an RDMA device.
-    The template passes the instance as it is (C(%i)): the rule starts it for device names of the characters
+    The template passes the instance as it is (C(%i)); the rule starts it for device names of the characters
     C([A-Za-z0-9_.-]) (C(mlx5_0), C(mlx5-bond0), C(rxe-eth0)), the only names the modules record state for.
     The work runs in a service, not in udev's C(RUN) (which udev kills when the event is done and runs in a
     sandbox that forbids mounting configfs); C(restart) rather than C(start) guarantees a fresh run after a

@@ -41,7 +41,7 @@ def _cid():
 
 
 def _image(name):
-    return {"image": "nvcr.io/nvidia/%s:1" % name, "imageID": "nvcr.io/nvidia/%s@sha256:%064x" % (name, len(name))}
+    return {"image": "registry.invalid/nvidia/%s:1" % name, "imageID": "registry.invalid/nvidia/%s@sha256:%064x" % (name, len(name))}
 
 
 def _running(name, ready, cid=None):

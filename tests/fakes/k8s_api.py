@@ -72,11 +72,11 @@ API_GROUPS = [("policy", "v1"), ("nvidia.com", "v1")]
 CLUSTER_POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
 DEFAULT_CLUSTER_POLICY_SPEC = {
     "operator": {"defaultRuntime": "containerd"},
-    "driver": {"enabled": True, "useOpenKernelModules": True, "repository": "nvcr.io/nvidia",
+    "driver": {"enabled": True, "useOpenKernelModules": True, "repository": "registry.invalid/nvidia",
                "image": "driver", "version": "570.124.06",
                "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "maxUnavailable": "25%",
                                  "drain": {"enable": False}}},
-    "gds": {"enabled": False, "repository": "nvcr.io/nvidia/cloud-native", "image": "nvidia-fs",
+    "gds": {"enabled": False, "repository": "registry.invalid/nvidia/cloud-native", "image": "nvidia-fs",
             "version": "2.20.5"},
     "devicePlugin": {"enabled": True},
 }

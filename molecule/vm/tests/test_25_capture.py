@@ -33,7 +33,7 @@ def test_capture_replays_to_the_live_facts(tmp_path, lab_vars):
     replayed = json.loads(json.dumps(T.discover(Sysroot(root), manifest['gather_subset'])))
     if manifest['architecture'] != platform.machine():
         replayed['architecture'] = manifest['architecture']
-    log('capture %s.tar.gz: %d bytes, %d rails' % (prefix, os.path.getsize(prefix + '.tar.gz'),
-                                                    len(live.get('rails') or [])))
+    size = os.path.getsize(prefix + '.tar.gz')
+    log('capture %s.tar.gz: %d bytes, %d rails' % (prefix, size, len(live.get('rails') or [])))
     assert replayed == live
     assert live.get('rails'), 'the lab node has rails; a capture without them is not the node'

@@ -248,7 +248,7 @@ def test_contenders_never_hold_it_at_once(root):
     os.makedirs(root)
     with open(os.path.join(root, "counter"), "w") as f:
         f.write("0")
-    procs = [python(COUNTER, root) for _ in range(4)]
+    procs = [python(COUNTER, root) for _i in range(4)]
     for p in procs:
         p.communicate(timeout=120)
         assert p.returncode == 0

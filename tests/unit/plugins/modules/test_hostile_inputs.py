@@ -34,7 +34,7 @@ from ansible.module_utils import basic
 from gpufabric_sim import runtime as sim_runtime
 from modrunner import run_module
 
-from test_check_mode_all import CASES, module_names, template  # noqa: F401  (template: the fixture)
+from test_check_mode_all import CASES, module_names, template  # noqa: F401 pylint: disable=unused-import (the fixture)
 
 PKG = "ansible_collections.gpufabric.node.plugins.modules."
 
@@ -316,12 +316,10 @@ def _strings(value):
     elif isinstance(value, dict):
         for k, v in value.items():
             yield k
-            for x in _strings(v):
-                yield x
+            yield from _strings(v)
     elif isinstance(value, list):
         for v in value:
-            for x in _strings(v):
-                yield x
+            yield from _strings(v)
 
 
 def _report_files(node, args, option, hostile, res, before, after):
