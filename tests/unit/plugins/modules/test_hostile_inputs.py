@@ -34,7 +34,7 @@ from ansible.module_utils import basic
 from gpufabric_sim import runtime as sim_runtime
 from modrunner import run_module
 
-from test_check_mode_all import CASES, module_names, template  # noqa: F401 pylint: disable=unused-import (the fixture)
+from test_check_mode_all import CASES, module_names, template  # noqa: F401 pylint: disable=unused-import
 
 PKG = "ansible_collections.gpufabric.node.plugins.modules."
 
