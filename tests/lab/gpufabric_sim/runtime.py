@@ -361,11 +361,19 @@ def render_inventory(fleet, data):
 # trees
 
 
-def tree_hash(root):
-    """sha256 over a tree: relative paths, type+mode, file contents, symlink targets (never followed)."""
+# What ``hash`` leaves out of a node: the node lock's directory (plugins/module_utils/nodelock.py), which any
+# writer creates under /run, a tmpfs on a host, and which holds nothing while no writer runs: not node state.
+RUNTIME_DIRS = ("run/gpufabric",)
+
+
+def tree_hash(root, exclude=()):
+    """sha256 over a tree: relative paths, type+mode, file contents, symlink targets (never followed); the
+    relative paths in ``exclude`` (and what is below them) are left out."""
     h = hashlib.sha256()
 
     def entry(path, rel):
+        if rel in exclude:
+            return
         st = os.lstat(path)
         h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
         h.update(("%o" % st.st_mode).encode() + b"\0")
@@ -1143,7 +1151,7 @@ def main(argv=None):
             return node_exec(node, argv_).returncode
         if args.cmd == "hash":
             data = load_fleet(os.path.abspath(args.fleet))
-            print(tree_hash(get_node(data, args.node)["root"]))
+            print(tree_hash(get_node(data, args.node)["root"], RUNTIME_DIRS))
             return 0
         if args.cmd == "reboot":
             print(json.dumps(reboot(args.fleet, args.node), indent=1))
