@@ -76,6 +76,9 @@ class Podman(object):
             p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False,
                                universal_newlines=True)
             return p.returncode, p.stdout, p.stderr
+        answer = vf.builder_image_answer(argv)  # the builder image's identity and packages
+        if answer:
+            return answer
         if argv[1] == "run":
             out = [a.split(":")[0] for a in argv if a.endswith(":/out:rw")][0]
             os.makedirs(os.path.join(out, "dist"))
