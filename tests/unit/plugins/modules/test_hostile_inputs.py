@@ -67,6 +67,7 @@ BASE = {
     ("fabric_metrics", "concerns"): {"dcb": {"status": "ok", "reason": "all rails match"}},
     ("fabric_metrics", "gds"): {"ok": True, "reasons": ["ok"]},
     ("fabric_counters", "role"): "gpu",
+    ("fabric_check", "concerns"): ["dcb"],
     ("fabric_metrics", "managed_concerns"): ["dcb"],
     ("fabric_report", "managed_concerns"): ["dcb"],
     ("fleet_report", "managed_concerns"): ["dcb"],
@@ -126,8 +127,8 @@ ALLOWED = {
     ("fleet_report", "dest"): TEXT_OK,
     ("fleet_report", "nodes{key}"): TEXT_OK,
     # read-only: the one-call check hands the desired values to the concern modules' code in check mode, which
-    # refuses a bad one as that concern's error (see PROOF); an unknown key is not read; nothing is written
-    ("fabric_check", "desired{key}"): TEXT_OK,
+    # refuses a bad one as that concern's error (see PROOF); nothing is written. (A renamed key is a missing one:
+    # the module fails naming it.)
     ("fabric_check", "desired{value}"): TEXT_OK,
     # nccl.conf is NCCL's KEY=VALUE file, one variable a line, the value the rest of the line (no shell): any
     # printable value is itself there (NCCL_DEBUG_FILE=/tmp/nccl.%h.%p is a real one)
