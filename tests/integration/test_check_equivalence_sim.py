@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import glob
 import json
 import os
 import sys
@@ -74,9 +75,11 @@ def _inject(fleet):
     r = _rails(fleet, "eq1")
     fleet.sh("eq1", "dcb app del dev %s dscp-prio 26:3" % r[1])
     fleet.sh("eq1", "sysctl -qw net.ipv4.conf.%s.arp_ignore=0" % r[0])
-    r = _rails(fleet, "eq3")
-    fleet.sh("eq3", "for f in /sys/kernel/config/rdma_cm/*/ports/1/default_roce_tos; do echo 0 > $f; break; done")
-    fleet.sh("eq4", "rm -f /etc/nccl.conf")
+    tos = sorted(glob.glob(os.path.join(fleet.root("eq3"), "sys/kernel/config/rdma_cm/*/ports/1/default_roce_tos")))
+    assert tos
+    with open(tos[0], "w") as f:
+        f.write("0\n")
+    os.unlink(os.path.join(fleet.root("eq4"), "etc/nccl.conf"))
     os.unlink(os.path.join(fleet.root("eq5"), "etc/udev/rules.d/90-gpufabric-rdma.rules"))
 
 
