@@ -126,8 +126,8 @@ def _cmdline(ctx):
         task = "Check that the IOMMU mode is supported on this architecture"
         return {"cmdline": model.error("cmdline", str(e), task)}
     try:
-        res = ctx.task("kernel_cmdline", cmdline_task, {"present": present, "absent": absent,
-                                                         "bootloader": d["iommu_bootloader"]})
+        params = {"present": present, "absent": absent, "bootloader": d["iommu_bootloader"]}
+        res = ctx.task("kernel_cmdline", cmdline_task, params)
     except TaskFailed as e:
         return _failed(["cmdline"], e)
     ctx.reboot["cmdline"] = bool(res.get("reboot_required"))

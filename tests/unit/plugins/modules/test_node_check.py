@@ -56,8 +56,8 @@ def _module_params(node):
         ("kernel_cmdline", ["cmdline"], {"present": present, "absent": absent, "bootloader": d["iommu_bootloader"]}),
         ("dcb_qos", ["dcb"], nd.dcb_params(d, dcb_rails)),
         ("rdma_cm_tos", ["rdma_cm"], nd.rdma_cm_params(d, rails)),
-        ("rail_sysctl", ["sysctl", "routing"], nd.rail_network_params(d, nd.rails(d["rail_network_rails"],
-                                                                                   facts["pairing"]))),
+        ("rail_sysctl", ["sysctl", "routing"],
+         nd.rail_network_params(d, nd.rails(d["rail_network_rails"], facts["pairing"]))),
         ("nccl_config", ["nccl"], nd.nccl_params(d, nd.rails(d["nccl_rails"], facts["pairing"]))),
         ("fabric_persist", ["persistence"], nd.persistence_params(d)),
         ("pcie_acs", ["acs"], nd.acs_params(d)),
@@ -102,8 +102,8 @@ def test_same_answers_as_each_module_in_check_mode(node, monkeypatch):
         assert not out.get("failed"), (name, out.get("msg"))
         for n in names:
             if n == "acs":  # the check merges the ACS kernel argument into acs, as the role does
-                assert out["concerns"]["acs"]["items"] == res["concerns"]["acs"]["items"][:len(out["concerns"]["acs"]
-                                                                                                ["items"])]
+                own = out["concerns"]["acs"]["items"]
+                assert own == res["concerns"]["acs"]["items"][:len(own)]
                 continue
             assert model.normalize(n, out["concerns"][n]) == res["concerns"][n], n
 
