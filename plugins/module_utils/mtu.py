@@ -89,6 +89,12 @@ def _int_or_none(value):
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _limit_or_none(value):
+    """max_mtu 0 means no limit (dev_validate_mtu checks it only when > 0: loopback, some virtual devices)."""
+    value = _int_or_none(value)
+    return value if value else None
+
+
 def parse_links(text):
     """{ifname: {"ifindex", "mtu", "min_mtu", "max_mtu", "master", "kind", "slave_kind"}} of ``ip -d -j link``."""
     try:
@@ -104,7 +110,7 @@ def parse_links(text):
         info = link.get("linkinfo") if isinstance(link.get("linkinfo"), dict) else {}
         out[link["ifname"]] = {
             "ifindex": _int_or_none(link.get("ifindex")), "mtu": _int_or_none(link.get("mtu")),
-            "min_mtu": _int_or_none(link.get("min_mtu")), "max_mtu": _int_or_none(link.get("max_mtu")),
+            "min_mtu": _int_or_none(link.get("min_mtu")), "max_mtu": _limit_or_none(link.get("max_mtu")),
             "master": link.get("master") if isinstance(link.get("master"), str) else None,
             "kind": info.get("info_kind"), "slave_kind": info.get("info_slave_kind")}
     return out
