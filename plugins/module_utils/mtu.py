@@ -276,6 +276,6 @@ def port_warnings(ports, netdev_mtu):
             why = (" (the port's max_mtu is %d)" % p["max_mtu"]) if p["max_mtu"] and p["max_mtu"] < 4096 else ""
             items.append({"concern": CONCERN, "object": "%s/%d" % (p["ibdev"], p["port"]), "key": "active_mtu",
                           "current": p["active_mtu"], "desired": ROCE_PATH_MTU,
-                          "note": "rail %s has MTU %d but the RDMA port's active MTU is %d%s"
-                                  % (p["rail"], mtu, p["active_mtu"], why)})
+                          "note": "RDMA port %s/%d of rail %s: active MTU %d although the rail's MTU %d carries %d%s"
+                                  % (p["ibdev"], p["port"], p["rail"], p["active_mtu"], mtu, ROCE_PATH_MTU, why)})
     return items
