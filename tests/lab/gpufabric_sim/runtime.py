@@ -66,6 +66,7 @@ WRAPPERS = {
     "udevadm": ("gpufabric_sim.services", "udevadm_main", True),
     "ib_write_bw": ("gpufabric_sim.emulators.perftest", "main", True),
     "bootctl": ("gpufabric_sim.emulators.bootctl", "main", False),
+    "ibv_devinfo": ("gpufabric_sim.emulators.ibv_devinfo", "main", False),
     "dpkg-query": ("gpufabric_sim.emulators.pkg", "main", True),
     "apt-mark": ("gpufabric_sim.emulators.pkg", "main", True),
     "apt-get": ("gpufabric_sim.emulators.pkg", "main", True),
