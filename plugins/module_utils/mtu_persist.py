@@ -166,9 +166,10 @@ def _item(obj, key, current, desired):
     return {"concern": live.CONCERN, "object": obj, "key": key, "current": current, "desired": desired}
 
 
-def record(sysroot, run, owners, mtu, check_mode, failed=()):
-    """Write the MTU where each rail's owner keeps it. Returns {"files", "drift", "results", "applier_rails"};
-    ``failed`` rails (their live set failed) are recorded all the same: the record says what is desired."""
+def record(sysroot, run, owners, mtu, check_mode):
+    """Write the MTU where each rail's owner keeps it. Returns {"files", "drift", "results", "applier_rails"}.
+    A rail whose live set failed is recorded all the same: the record says what is desired, and the boot applies
+    it to a netdev the driver has just created."""
     files = []
     drift = []
     out = []
@@ -228,8 +229,7 @@ def manage(sysroot, run, rails, mtu, check_mode, persist_mtu=True):
     live.plan(links, rails, mtu)       # refuses a rail that cannot take the MTU before anything is touched
     owners = [owner(sysroot, run, r, links[r]) for r in rails] if persist_mtu else []
     res = live.apply(run, rails, mtu, check_mode, links=links)
-    failed = results.names(res["results"], results.FAILED)
-    rec = record(sysroot, run, owners, mtu, check_mode, failed) if persist_mtu else {
+    rec = record(sysroot, run, owners, mtu, check_mode) if persist_mtu else {
         "files": [], "drift": [], "results": [], "applier_rails": []}
     now = dict((r, res["before"][r] if check_mode else res["after"].get(r)) for r in rails)
     ports = live.rdma_ports(sysroot, run, rails, now)

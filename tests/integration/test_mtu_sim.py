@@ -37,7 +37,7 @@ def fleet(tmp_path_factory):
 
 def links(fleet):
     out = fleet.sh(NODE, "ip -d -j link show").stdout
-    return dict((l["ifname"], l) for l in json.loads(out))
+    return dict((link["ifname"], link) for link in json.loads(out))
 
 
 def rails(fleet):

@@ -33,8 +33,8 @@ def node(template, tmp_path, monkeypatch):
     shutil.copytree(template[0], root, symlinks=True)
     manifest = template[1]
     rails = [r["netdev"] for r in manifest["rails"]]
-    k = Kernel(dict((r, {}) for r in rails), ports=dict(((r["ibdev"], 1), (r["netdev"], 4096))
-                                                         for r in manifest["rails"]))
+    ports = dict(((r["ibdev"], 1), (r["netdev"], 4096)) for r in manifest["rails"])
+    k = Kernel(dict((r, {}) for r in rails), ports=ports)
     monkeypatch.setenv("GPUFABRIC_SYSROOT", root)
     monkeypatch.setattr(rail_mtu, "make_runner", lambda module: k)
     return {"root": root, "rails": rails, "kernel": k}
