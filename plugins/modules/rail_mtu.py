@@ -167,10 +167,17 @@ def main():
     if module.get_bin_path("ip") is None:
         fail(module, "the ip command (iproute2) was not found in PATH; install iproute2")
     sysroot = Sysroot()
+    run = make_runner(module)
+    # a rail that does not exist or cannot take the MTU fails before the node lock is taken or anything is touched
+    try:
+        mtu_live.plan(mtu_live.read_links(run), p["rails"], p["mtu"])
+    except ValueError as e:
+        fail(module, str(e))
+    except mtu_live.MtuError as e:
+        fail(module, "rail MTU: %s" % e)
     with nodelock.for_module(module, sysroot, "rail_mtu", fail=lambda msg: fail(module, msg)):
         try:
-            res = mtu_persist.manage(sysroot, make_runner(module), p["rails"], p["mtu"], module.check_mode,
-                                     p["persist"])
+            res = mtu_persist.manage(sysroot, run, p["rails"], p["mtu"], module.check_mode, p["persist"])
         except ValueError as e:
             fail(module, str(e))
         except (mtu_live.MtuError, state_store.StateError, OSError, IOError) as e:
