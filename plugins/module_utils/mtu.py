@@ -15,7 +15,8 @@ Bonds (RoCE LAG): the MTU goes on the bond. The kernel's ``bond_change_mtu`` set
 back when one refuses), and ``bond_enslave`` gives a new slave the bond's MTU. A slave changed on its own keeps its
 MTU (setting the bond to the MTU it already has does nothing), so a slave that still differs after the bond is
 right is set directly. A bond's own ``max_mtu`` is ETH_MAX_MTU: the limit is the smallest ``max_mtu`` of its
-slaves.
+slaves. A VLAN rail cannot exceed its lower device's MTU: a lower device below the MTU is raised first (one above
+it is left alone).
 RDMA ports: mainline sysfs has no MTU attribute under ``/sys/class/infiniband/<dev>/ports/<n>/`` and the rdma
 tool's netlink attributes carry none; ``ibv_devinfo -d <dev> -i <port>`` (rdma-core, ibv_query_port) prints
 ``max_mtu`` and ``active_mtu``. A port whose active MTU is below 4096 although its netdev MTU is large enough is
@@ -40,6 +41,7 @@ IBOE_HEADERS = 96
 ROCE_MIN_MTU = 4200
 ETH_MAX_MTU = 65535
 IB_MTUS = (256, 512, 1024, 2048, 4096)
+STACKED = ("vlan", "macvlan", "ipvlan")
 _DEVINFO_MTU = re.compile(r"^\s*(max_mtu|active_mtu):\s*(\d+)\s*\((\d)\)\s*\Z")
 _DEVINFO_PORT = re.compile(r"^\s*port:\s*(\d+)\s*\Z")
 
@@ -112,6 +114,7 @@ def parse_links(text):
             "ifindex": _int_or_none(link.get("ifindex")), "mtu": _int_or_none(link.get("mtu")),
             "min_mtu": _int_or_none(link.get("min_mtu")), "max_mtu": _limit_or_none(link.get("max_mtu")),
             "master": link.get("master") if isinstance(link.get("master"), str) else None,
+            "lower": link.get("link") if isinstance(link.get("link"), str) else None,
             "kind": info.get("info_kind"), "slave_kind": info.get("info_slave_kind")}
     return out
 
@@ -128,15 +131,34 @@ def slaves(links, name):
     return sorted(n for n, link in links.items() if link["master"] == name)
 
 
+def lower(links, name):
+    """The device a VLAN (macvlan, ipvlan) rail sits on, in this namespace; None for other rails. The kernel
+    refuses an upper MTU above its lower device's (vlan_dev_change_mtu), so the lower is raised first."""
+    link = links[name]
+    if link["kind"] in STACKED and link.get("lower") in links:
+        return link["lower"]
+    return None
+
+
+def _group(links, rail):
+    lw = lower(links, rail)
+    return ([lw] if lw else []) + [rail] + slaves(links, rail)
+
+
+def _wants(links, rail, name, mtu):
+    """Whether ``name`` of the rail's group differs: the rail and its slaves must equal ``mtu``, a lower device
+    must carry at least ``mtu``."""
+    cur = links[name]["mtu"]
+    return cur < mtu if name == lower(links, rail) and cur is not None else cur != mtu
+
+
 def limit(links, rail):
     """(largest MTU the rail takes or None when unknown, the netdev that sets it)."""
-    link = links[rail]
-    best = (link["max_mtu"], rail)
-    if link["kind"] == "bond" or slaves(links, rail):
-        for s in slaves(links, rail):
-            m = links[s]["max_mtu"]
-            if m is not None and (best[0] is None or m < best[0]):
-                best = (m, s)
+    best = (links[rail]["max_mtu"], rail)
+    for s in [n for n in _group(links, rail) if n != rail]:
+        m = links[s]["max_mtu"]
+        if m is not None and (best[0] is None or m < best[0]):
+            best = (m, s)
     return best
 
 
@@ -150,12 +172,13 @@ def plan(links, rails, mtu):
         top, who = limit(links, rail)
         if top is not None and mtu > top:
             raise ValueError("mtu %d is above the largest MTU rail %s takes: max_mtu %d%s (ip -d link show dev %s)"
-                             % (mtu, rail, top, "" if who == rail else " of its slave %s" % who, who))
+                             % (mtu, rail, top, "" if who == rail else " of its %s %s" % (
+                                 "lower device" if who == lower(links, rail) else "slave", who), who))
         lo = links[rail]["min_mtu"]
         if lo is not None and mtu < lo:
             raise ValueError("mtu %d is below the min_mtu %d of rail %s" % (mtu, lo, rail))
-        for name in [rail] + slaves(links, rail):
-            if links[name]["mtu"] != mtu:
+        for name in _group(links, rail):
+            if _wants(links, rail, name, mtu):
                 items.append({"concern": CONCERN, "object": name, "key": "mtu", "current": links[name]["mtu"],
                               "desired": mtu})
     return items
@@ -176,16 +199,17 @@ def apply(run, rails, mtu, check_mode, links=None):
     mtu = validate_mtu(mtu)
     links = read_links(run) if links is None else links
     drift = plan(links, rails, mtu)
-    names = [n for r in rails for n in [r] + slaves(links, r)]
+    names = [n for r in rails for n in _group(links, r)]
     before = dict((n, links[n]["mtu"]) for n in names)
     errors = {}
     after_links = links
     if drift and not check_mode:
         for rail in rails:
-            if links[rail]["mtu"] != mtu:
-                err = _set(run, rail, mtu)
-                if err:
-                    errors[rail] = err
+            for name in [n for n in (lower(links, rail), rail) if n]:
+                if rail not in errors and _wants(links, rail, name, mtu):
+                    err = _set(run, name, mtu)
+                    if err:
+                        errors[rail] = err
         after_links = read_links(run)
         # a slave changed on its own keeps its MTU: set it directly (the kernel allows it)
         fix = [(r, s) for r in rails if r not in errors for s in slaves(after_links, r)
@@ -199,16 +223,17 @@ def apply(run, rails, mtu, check_mode, links=None):
     after = {}
     out = []
     for rail in rails:
-        group = [rail] + slaves(links, rail)
+        group = _group(links, rail)
         changes = []
         for n in group:
-            now = mtu if check_mode and before[n] != mtu else (after_links.get(n) or {}).get("mtu")
+            now = mtu if check_mode and _wants(links, rail, n, mtu) else (after_links.get(n) or {}).get("mtu")
             after[n] = now
             if now != before[n]:
                 changes.append(results.change("mtu" if n == rail else "mtu %s" % n, before[n], now))
         error = errors.get(rail)
         if error is None and not check_mode:
-            wrong = [n for n in group if after[n] != mtu]
+            wrong = [n for n in group if (after[n] is None or after[n] < mtu if n == lower(links, rail)
+                                          else after[n] != mtu)]
             if wrong:
                 error = "set mtu %d but %s read%s back %s" % (
                     mtu, ", ".join(wrong), "s" if len(wrong) == 1 else "",

@@ -31,7 +31,8 @@ class Kernel(object):
         nmcli); fail_set: netdevs whose MTU cannot be set (a driver that refuses)."""
         self.links = {}
         for i, (name, spec) in enumerate(sorted(links.items())):
-            link = {"ifindex": i + 2, "mtu": 1500, "min_mtu": 68, "max_mtu": 9978, "kind": None, "master": None}
+            link = {"ifindex": i + 2, "mtu": 1500, "min_mtu": 68, "max_mtu": 9978, "kind": None, "master": None,
+                    "lower": None}
             if spec.get("kind") == "bond":
                 link["max_mtu"] = 65535
             link.update(spec)
@@ -50,6 +51,8 @@ class Kernel(object):
             return "Error: mtu greater than device maximum."
         if mtu < link["min_mtu"]:
             return "Error: mtu less than device minimum."
+        if link["kind"] == "vlan" and mtu > self.links[link["lower"]]["mtu"]:
+            return "RTNETLINK answers: Numerical result out of range"
         if name in self.fail_set:
             return "RTNETLINK answers: Operation not supported"
         if link["kind"] == "bond":
@@ -84,6 +87,8 @@ class Kernel(object):
                      "min_mtu": l["min_mtu"], "max_mtu": l["max_mtu"], "link_type": "ether"}
                 if l["master"]:
                     e["master"] = l["master"]
+                if l["lower"]:
+                    e["link"] = l["lower"]
                 info = {}
                 if l["kind"]:
                     info["info_kind"] = l["kind"]

@@ -192,3 +192,21 @@ def test_port_warnings(netdev_mtu, active, max_mtu, flagged):
     if flagged:
         assert items[0]["object"] == "mlx5_0/1" and items[0]["key"] == "active_mtu"
         assert ("max_mtu is %d" % max_mtu in items[0]["note"]) == (max_mtu < 4096)
+
+
+def test_a_vlan_rail_raises_its_lower_device_first():
+    k = Kernel({"ens1": {}, "ens1.100": {"kind": "vlan", "lower": "ens1"}, "ens2": {"mtu": 9216},
+                "ens2.7": {"kind": "vlan", "lower": "ens2"}})
+    res = mtu.apply(k, ["ens1.100", "ens2.7"], 9000, False)
+    assert _sets(k) == [["ip", "link", "set", "dev", "ens1", "mtu", "9000"],
+                        ["ip", "link", "set", "dev", "ens1.100", "mtu", "9000"],
+                        ["ip", "link", "set", "dev", "ens2.7", "mtu", "9000"]]
+    assert k.links["ens2"]["mtu"] == 9216, "a lower device above the MTU is left alone"
+    assert [r["result"] for r in res["results"]] == ["changed", "changed"]
+    assert not mtu.apply(k, ["ens1.100", "ens2.7"], 9000, False)["drift"]
+
+
+def test_a_vlan_rail_is_limited_by_its_lower_device():
+    k = Kernel({"ens1": {"max_mtu": 4500}, "ens1.100": {"kind": "vlan", "lower": "ens1", "max_mtu": 65535}})
+    with pytest.raises(ValueError, match="max_mtu 4500 of its lower device ens1"):
+        mtu.plan(mtu.read_links(k), ["ens1.100"], 9000)
