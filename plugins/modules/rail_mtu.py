@@ -25,7 +25,7 @@ description:
     NetworkManager gets C(802-3-ethernet.mtu) on the rail's connection (C(nmcli connection modify)). A rail nobody
     owns is recorded in C(/etc/gpufabric/state.json) for the boot-time applier, which sets it with the same code.
   - Reads the active MTU of each rail's RDMA port with C(ibv_devinfo) (mainline sysfs has no MTU attribute for
-    ports). A port whose active MTU is below 4096 although its netdev MTU carries 4096 makes the concern C(drift):
+    ports). A port whose active MTU is below 4096 although its netdev MTU carries 4096 makes the concern C(drift), as
     nothing this module sets can fix it (the port's max MTU or firmware holds it down).
 author:
   - gpufabric developers (@gpufabric)
