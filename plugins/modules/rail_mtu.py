@@ -40,7 +40,9 @@ options:
     type: int
     default: 9000
   persist:
-    description: Record the MTU where the rail's owner keeps it (or for the boot-time applier). False sets it live only.
+    description:
+      - Record the MTU where the rail's owner keeps it (or for the boot-time applier).
+      - False sets it live only and leaves what an earlier run recorded as it is.
     type: bool
     default: true
 attributes:
