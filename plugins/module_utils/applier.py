@@ -7,14 +7,15 @@
 (``gpufabric-apply.service``) and whenever an RDMA device registers (udev ``add`` of
 ``SUBSYSTEM=="infiniband"``, ``gpufabric-apply@<ibdev>.service``) this code applies it again by
 calling the same functions the modules call: ``dcb.apply_dcb``, ``rdma_cm.apply_tos``,
-``acs.apply_acs``, ``routing.apply``. There is no second implementation of any of them.
+``acs.apply_acs``, ``routing.apply``, ``mtu.apply``. There is no second implementation of any of them.
 
-* Full run (``only_device`` None): DCB on every recorded rail, ToS on every recorded device,
+* Full run (``only_device`` None): the MTU of the recorded rails (those no network manager keeps it for), DCB on
+  every recorded rail, ToS on every recorded device,
   ACS on the recorded bridges, nvidia-fs ``rw_stats_enabled`` when its module parameter exists
   (the module may load later: that is not an error), per-rail routing from ``routing.json``.
   Until the modules record into state.json, the pcie_acs module's ``/etc/gpufabric/acs.json`` and the
   routing code's ``/etc/gpufabric/routing.json`` are applied when state.json has no such section.
-* Device run (``only_device`` = an ibdev from the udev event): DCB on that device's rails and
+* Device run (``only_device`` = an ibdev from the udev event): MTU and DCB on that device's rails and
   ToS on that device only; nothing else is touched. A registration resets ToS (and a driver reload
   recreates the netdev, resetting DCB); PCIe bridges, nvidia-fs and routing tables are not reset by it.
 
@@ -49,7 +50,7 @@ import sys
 import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils import (
-    acs, dcb, guard, inputs, nodelock, rdma_cm, results, routing, state, topology)
+    acs, dcb, guard, inputs, mtu, nodelock, rdma_cm, results, routing, state, topology)
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 DEFAULT_WAIT_S = 30.0
@@ -184,6 +185,37 @@ def _apply_dcb(ctx, section, only_rails):
         ctx.log_results("dcb", res["results"])
     if done["rails"]:
         ctx.concerns["dcb"] = done
+
+
+def _apply_mtu(ctx, section, only_rails):
+    """Each recorded group of rails with its MTU (mtu.apply, the rail_mtu module's code); the rails nobody else
+    keeps the MTU of. A driver reload recreates the netdev at its default MTU, so a device run sets its rails."""
+    groups = [([r for r in g["rails"] if only_rails is None or r in only_rails], g["mtu"])
+              for g in state.groups_of(section)]
+    groups = [(rails, value) for rails, value in groups if rails]
+    if not groups:
+        ctx.skip("mtu", "no recorded rail belongs to this device")
+        return
+    everyone = [r for rails, _v in groups for r in rails]
+    missing = ctx.wait(lambda: [r for r in everyone if not _netdev_present(ctx.sysroot, r)])
+    for r in missing:
+        ctx.error("mtu", "rail %s did not appear (no /sys/class/net/%s)" % (r, r))
+    done = {"changed": False, "rails": [], "results": []}
+    for rails, value in groups:
+        present = [r for r in rails if r not in missing]
+        if not present:
+            continue
+        try:
+            res = mtu.apply(ctx.run, present, value, ctx.check_mode)
+        except (ValueError, mtu.MtuError) as e:
+            ctx.error("mtu", "rail(s) %s: %s" % (", ".join(present), e))
+            continue
+        done["changed"] = done["changed"] or res["changed"]
+        done["rails"].extend(present)
+        done["results"].extend(res["results"])
+        ctx.log_results("mtu", res["results"])
+    if done["rails"]:
+        ctx.concerns["mtu"] = done
 
 
 def _tos_pairs(ctx, section, only_device, by_dev, by_rail):
@@ -407,6 +439,8 @@ def _apply_recorded(ctx, sysroot, only_device, state_path, ipr_factory):
             return RC_FAILED
         by_dev, _by_rail = _rails_by_ibdev(sysroot)
         dev_rails = by_dev.get(only_device, [])
+        if "mtu" in desired:
+            _apply_mtu(ctx, desired["mtu"], dev_rails)
         if "dcb" in desired:
             _apply_dcb(ctx, desired["dcb"], dev_rails)
         if "rdma_cm" in desired:
@@ -416,6 +450,8 @@ def _apply_recorded(ctx, sysroot, only_device, state_path, ipr_factory):
             _apply_acs(ctx, desired["acs"])
         else:
             _acs_fallback(ctx)
+        if "mtu" in desired:
+            _apply_mtu(ctx, desired["mtu"], None)
         if "dcb" in desired:
             _apply_dcb(ctx, desired["dcb"], None)
         if "rdma_cm" in desired:
@@ -432,11 +468,11 @@ def _apply_recorded(ctx, sysroot, only_device, state_path, ipr_factory):
 def main(argv=None, out=None, err=None, script=None):
     parser = argparse.ArgumentParser(
         prog="gpufabric-apply",
-        description="Re-apply the runtime-only fabric settings recorded in %s (DCB, rdma_cm ToS, ACS, "
+        description="Re-apply the runtime-only fabric settings recorded in %s (rail MTU, DCB, rdma_cm ToS, ACS, "
                     "nvidia-fs rw_stats_enabled, per-rail routing) with the gpufabric.node module code."
                     % state.STATE_FILE)
     parser.add_argument("--device", metavar="IBDEV",
-                        help="only the RDMA device IBDEV (udev event): its rails' DCB and its ToS")
+                        help="only the RDMA device IBDEV (udev event): its rails' MTU and DCB and its ToS")
     parser.add_argument("--check", action="store_true", help="report what would change; change nothing")
     parser.add_argument("--wait", type=float, default=DEFAULT_WAIT_S, metavar="SECONDS",
                         help="wait at most this long for devices that have not appeared yet (default %(default)s)")

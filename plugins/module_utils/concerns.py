@@ -48,6 +48,7 @@ CONCERNS = (
     dict(name="rdma_cm", title="rdma_cm ToS", role="roce_qos", core=True),
     dict(name="sysctl", title="Rail sysctls", role="rail_network", core=True),
     dict(name="routing", title="Rail routing", role="rail_network", core=True),
+    dict(name="mtu", title="Rail MTU", role="rail_network", core=True),
     dict(name="nccl", title="NCCL defaults", role="nccl", core=True),
     dict(name="persistence", title="Boot-time persistence", role="persistence", core=True),
     dict(name="gds", title="GPUDirect Storage", role="gds", core=False),

@@ -20,7 +20,8 @@ Schema (``version`` 1), one section per concern, each optional::
      "acs":       {"bridges": [{"kernel_path": "0000:15:01.0/00.0", "bdf": "0000:16:00.0"}, ...],
                    "clear": ["ReqRedir", "CmpltRedir", "EgressCtrl"]},
      "nvidia_fs": {"rw_stats_enabled": 1},
-     "routing":   {"state_file": "/etc/gpufabric/routing.json"}}
+     "routing":   {"state_file": "/etc/gpufabric/routing.json"},
+     "mtu":       {"rails": ["ens1np0", ...], "mtu": 9000}}
 
 ``dcb`` holds the ``dcb_qos`` options (validated by ``dcb.normalize_desired``, the same code the
 module uses; :func:`dcb_groups` turns the section back into ``apply_dcb``'s arguments).
@@ -49,7 +50,7 @@ import json
 import os
 import re
 
-from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, pci, rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, mtu, pci, rdma_cm
 from ansible_collections.gpufabric.node.plugins.module_utils.sysctl import validate_ifname
 
 try:
@@ -61,7 +62,7 @@ STATE_DIR = "/etc/gpufabric"
 STATE_FILE = STATE_DIR + "/state.json"
 LOCK_FILE = STATE_DIR + "/.state.lock"
 SCHEMA_VERSION = 1
-CONCERNS = ("dcb", "rdma_cm", "acs", "nvidia_fs", "routing")
+CONCERNS = ("dcb", "rdma_cm", "acs", "nvidia_fs", "routing", "mtu")
 ROUTING_STATE_FILE = STATE_DIR + "/routing.json"
 DCB_KEYS = ("dscp_map", "pfc_priorities", "trust", "ets")  # the dcb_qos options recorded with the rails
 
@@ -292,12 +293,24 @@ def _validate_routing(data):
     return {"state_file": os.path.normpath(path)}
 
 
+def _validate_mtu_group(data, what):
+    """The rails whose MTU nobody else keeps (no networkd, NetworkManager or netplan owner) and their MTU."""
+    _only_keys(data, what, ("rails", "mtu"))
+    value = mtu.validate_mtu(data.get("mtu"), "%s.mtu" % what)
+    return {"rails": _names(data.get("rails"), "%s.rails" % what, _ifname), "mtu": value}
+
+
+def _validate_mtu(data):
+    return _grouped("mtu", data, _validate_mtu_group)
+
+
 _VALIDATORS = {
     "dcb": _validate_dcb,
     "rdma_cm": _validate_rdma_cm,
     "acs": _validate_acs,
     "nvidia_fs": _validate_nvidia_fs,
     "routing": _validate_routing,
+    "mtu": _validate_mtu,
 }
 
 

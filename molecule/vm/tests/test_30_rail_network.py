@@ -1,8 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpufabric.node contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Rail sysctls after the reboot (from /etc/sysctl.d), and NCCL defaults from the real rxe devices."""
+"""Rail sysctls after the reboot (from /etc/sysctl.d), the rail MTU (set again by the applier) and the rxe ports'
+active MTU, and NCCL defaults from the real rxe devices."""
 from __future__ import absolute_import, division, print_function
+
+import json
 
 from conftest import log
 
@@ -36,3 +39,23 @@ def test_nccl_conf_names_the_rails_devices(host):
         kind = host.check_output('cat /sys/class/infiniband/%s/ports/1/gid_attrs/types/%s' % (dev, gid[0]))
         gidv = host.check_output('cat /sys/class/infiniband/%s/ports/1/gids/%s' % (dev, gid[0]))
         assert kind == 'RoCE v2' and gidv.startswith('0000:0000:0000:0000:0000:ffff:'), (dev, kind, gidv)
+
+
+def test_rail_mtu_after_reboot(host, rails):
+    """provision set 9000 on the dcbtest rails (max_mtu 9000); nobody else owns them (lab-rails.service, no networkd
+    .network file), so the boot-time applier set it again after the reboot, and rxe follows the netdev MTU."""
+    for rail in rails:
+        link = json.loads(host.check_output('ip -d -j link show dev %s' % rail))[0]
+        log('%s: mtu %s (max_mtu %s)' % (rail, link['mtu'], link.get('max_mtu')))
+        assert link['mtu'] == 9000, rail
+    state = json.loads(host.file('/etc/gpufabric/state.json').content_string)
+    assert state['mtu'] == {'rails': sorted(rails), 'mtu': 9000}, state.get('mtu')
+    for dev in ('rxe0', 'rxe1'):
+        out = host.check_output('ibv_devinfo -d %s -i 1' % dev)
+        active = [l.split(':', 1)[1].split()[0] for l in out.splitlines() if l.strip().startswith('active_mtu:')]
+        log('%s: active_mtu %s' % (dev, active))
+        assert active == ['4096'], out
+    # the udev run of each rxe device (gpufabric-apply@rxeN) or the boot run set it, once per rail
+    journal = host.run("journalctl -b --no-pager -o cat -u gpufabric-apply.service -u 'gpufabric-apply@*'").stdout
+    for rail in rails:
+        assert journal.count('mtu: %s mtu 1500 -> 9000' % rail) == 1, journal[-3000:]

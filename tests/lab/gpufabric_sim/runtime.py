@@ -66,6 +66,7 @@ WRAPPERS = {
     "udevadm": ("gpufabric_sim.services", "udevadm_main", True),
     "ib_write_bw": ("gpufabric_sim.emulators.perftest", "main", True),
     "bootctl": ("gpufabric_sim.emulators.bootctl", "main", False),
+    "ibv_devinfo": ("gpufabric_sim.emulators.ibv_devinfo", "main", False),
     "dpkg-query": ("gpufabric_sim.emulators.pkg", "main", True),
     "apt-mark": ("gpufabric_sim.emulators.pkg", "main", True),
     "apt-get": ("gpufabric_sim.emulators.pkg", "main", True),
@@ -657,8 +658,13 @@ def node_ns_lines(node):
     return lines
 
 
+# A RoCE leaf switch's ports carry jumbo frames (9216 is the usual switch setting): the node side of each veth keeps
+# the MTU its driver gives it (1500) until the collection sets the rail's MTU, and frames up to 9216 then cross.
+SWITCH_MTU = 9216
+
+
 def leaf_lines(node):
-    return ["link set dev %s master br0 up" % r["peer"] for r in node["rails"]]
+    return ["link set dev %s mtu %d master br0 up" % (r["peer"], SWITCH_MTU) for r in node["rails"]]
 
 
 def setup_node_network(node, leaf):

@@ -439,7 +439,7 @@ class _Builder(object):
         ndir = os.path.join(ddir, "net", netdev)
         for k, v in {
             "address": mac, "broadcast": "ff:ff:ff:ff:ff:ff", "ifindex": str(ifindex), "iflink": str(ifindex),
-            "operstate": "up", "carrier": "1", "mtu": "9000", "type": "1", "dev_port": "0", "dev_id": "0x0",
+            "operstate": "up", "carrier": "1", "mtu": "1500", "type": "1", "dev_port": "0", "dev_id": "0x0",
             "speed": "400000", "duplex": "full", "addr_len": "6", "tx_queue_len": "1000",
             "phys_port_name": "p0",
         }.items():

@@ -82,6 +82,8 @@ CASES = {
     "nccl_config": _case(lambda n: {"rails": _rails(n)}, True),
     "pcie_acs": _case(lambda n: {}, True),
     "rail_sysctl": _case(lambda n: {"rails": _rails(n)}, True),
+    # the test's own loopback (MTU 65536, no max_mtu): check mode reads it with the real ip and changes nothing
+    "rail_mtu": _case(lambda n: {"rails": ["lo"], "mtu": 9000}, True),
     "rdma_cm_tos": _case(lambda n: {"rails": _rails(n)}, True),
     "vendor_nfs_build": _case(_vendor_args, True),
     # read-only modules: nothing to change, in check mode or not

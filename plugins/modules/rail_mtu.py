@@ -1,0 +1,209 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: rail_mtu
+short_description: MTU of the RoCE rails, live and persisted, and the active MTU of their RDMA ports
+version_added: 0.1.0
+description:
+  - Sets the netdev MTU of every rail with C(ip link set dev <rail> mtu <n>) when it differs, and reads it back. A
+    RoCE LAG bond gets it on the bond (the kernel passes it on to the slaves); a slave that still differs is set
+    directly.
+  - Refuses, before anything is touched, an MTU below 4200 (RoCE needs the netdev MTU to hold a 4096-byte path MTU
+    plus 96 bytes of RoCE v2 headers), above the device's C(max_mtu) (C(ip -d link show); for a bond, its slaves'),
+    or a rail that does not exist.
+  - Persists it where the rail's owner keeps it. systemd-networkd (its runtime state names the rail's network
+    file) gets the drop-in C(/etc/systemd/network/<file>.network.d/gpufabric-mtu.conf) with C([Link] MTUBytes=).
+    netplan (the network file or the NetworkManager keyfile is netplan's) gets C(/etc/netplan/90-gpufabric-mtu.yaml).
+    NetworkManager gets C(802-3-ethernet.mtu) on the rail's connection (C(nmcli connection modify)). A rail nobody
+    owns is recorded in C(/etc/gpufabric/state.json) for the boot-time applier, which sets it with the same code.
+  - Reads the active MTU of each rail's RDMA port with C(ibv_devinfo) (mainline sysfs has no MTU attribute for
+    ports). A port whose active MTU is below 4096 although its netdev MTU carries 4096 makes the concern C(drift), as
+    nothing this module sets can fix it (the port's max MTU or firmware holds it down).
+author:
+  - gpufabric developers (@gpufabric)
+options:
+  rails:
+    description: Network interfaces of the RoCE rails (a bond for a RoCE LAG). Must exist; no duplicates.
+    type: list
+    elements: str
+    required: true
+  mtu:
+    description: The netdev MTU of every rail, 4200..65535 and at most the device's C(max_mtu).
+    type: int
+    default: 9000
+  persist:
+    description:
+      - Record the MTU where the rail's owner keeps it (or for the boot-time applier).
+      - False sets it live only and leaves what an earlier run recorded as it is.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: Reads the links, the owners' state and the files; writes nothing and changes nothing.
+  diff_mode:
+    support: full
+    description: The live MTU before and after and the diff of every file written.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux. Run in the network namespace that holds the rails.
+requirements:
+  - iproute2 (C(ip) with C(-j)); C(ibv_devinfo) to read the RDMA ports' active MTU; C(nmcli) where NetworkManager
+    owns a rail.
+notes:
+  - Needs root. The network managers are not reloaded; their records take effect at the next boot or
+    reconfiguration, and the live MTU is set now.
+"""
+
+EXAMPLES = r"""
+- name: Jumbo frames on all rails
+  gpufabric.node.rail_mtu:
+    rails: [ens1np0, ens2np0, ens3np0, ens4np0]
+
+- name: A smaller MTU that still carries a 4096-byte RoCE path MTU, live only
+  gpufabric.node.rail_mtu:
+    rails: "{{ rail_netdevs }}"
+    mtu: 4200
+    persist: false
+"""
+
+RETURN = r"""
+mtu:
+  description: The MTU of every rail and bond slave after the run (in check mode, as it would be).
+  returned: always
+  type: dict
+  sample: {"ens1np0": 9000}
+owners:
+  description: Who keeps each rail's MTU across reboots (C(networkd), C(netplan), C(networkmanager), C(applier)),
+    with the network file, netplan id or NetworkManager connection UUID.
+  returned: when O(persist=true)
+  type: list
+  elements: dict
+  sample: [{"rail": "ens1np0", "owner": "applier", "network_file": null, "netplan_id": null, "nm_uuid": null,
+            "kind": null}]
+rdma_ports:
+  description: The RDMA ports of the rails with C(max_mtu), C(active_mtu) (null with C(reason) where C(ibv_devinfo)
+    cannot read them) and C(expected), the path MTU the netdev MTU allows.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"rail": "ens1np0", "ibdev": "mlx5_0", "port": 1, "max_mtu": 4096, "active_mtu": 4096, "expected": 4096,
+            "readable": true, "reason": null}]
+warnings_mtu:
+  description: One line per RDMA port whose active MTU is below 4096 although its netdev MTU carries 4096.
+  returned: always
+  type: list
+  elements: str
+files:
+  description: The files the module manages (path, changed).
+  returned: always
+  type: list
+  elements: dict
+results:
+  description: One entry per rail (and NetworkManager connection), also when the module fails; C(result) C(changed)
+    (in check mode, would change), C(unchanged) or C(failed), C(error), C(changes).
+  returned: always
+  type: list
+  elements: dict
+concerns:
+  description: The status of concern C(mtu) (see C(docs/concerns.md)).
+  returned: always
+  type: dict
+  sample: {"mtu": {"status": "ok", "reason": null, "items": []}}
+drift:
+  description: Deviations found before applying (object the rail, slave, file or RDMA port; key C(mtu),
+    C(MTUBytes), C(NetworkManager 802-3-ethernet.mtu), C(active_mtu) or the state section).
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs, nodelock
+from ansible_collections.gpufabric.node.plugins.module_utils import mtu as mtu_live
+from ansible_collections.gpufabric.node.plugins.module_utils import mtu_persist
+from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+
+
+def make_runner(module):
+    """run(argv) -> (rc, out, err): argv[0] through get_bin_path, C locale; 127 when it is not installed."""
+    def run(argv):
+        binary = module.get_bin_path(argv[0])
+        if binary is None:
+            return 127, "", "%s: not found in PATH" % argv[0]
+        return module.run_command([binary] + list(argv[1:]), environ_update={"LC_ALL": "C", "LANG": "C"})
+    return run
+
+
+def fail(module, msg, **kw):
+    module.fail_json(msg=msg, concerns={"mtu": concerns.error("mtu", msg)}, **kw)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            rails=dict(type="list", elements="str", required=True),
+            mtu=dict(type="int", default=mtu_live.DEFAULT_MTU),
+            persist=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    inputs.guard(module)
+    p = module.params
+    try:
+        mtu_live.validate_rails(p["rails"])
+        mtu_live.validate_mtu(p["mtu"], "mtu (role variable rail_network_mtu)")
+    except ValueError as e:
+        fail(module, str(e))
+    if module.get_bin_path("ip") is None:
+        fail(module, "the ip command (iproute2) was not found in PATH; install iproute2")
+    sysroot = Sysroot()
+    run = make_runner(module)
+    # a rail that does not exist or cannot take the MTU fails before the node lock is taken or anything is touched
+    try:
+        mtu_live.plan(mtu_live.read_links(run), p["rails"], p["mtu"])
+    except ValueError as e:
+        fail(module, str(e))
+    except mtu_live.MtuError as e:
+        fail(module, "rail MTU: %s" % e)
+    with nodelock.for_module(module, sysroot, "rail_mtu", fail=lambda msg: fail(module, msg)):
+        try:
+            res = mtu_persist.manage(sysroot, run, p["rails"], p["mtu"], module.check_mode, p["persist"])
+        except ValueError as e:
+            fail(module, str(e))
+        except (mtu_live.MtuError, state_store.StateError, OSError, IOError) as e:
+            fail(module, "rail MTU: %s" % e)
+    out = dict(changed=res["changed"], mtu=res["mtu"], rdma_ports=res["ports"],
+               warnings_mtu=[i["note"] for i in res["port_items"]], results=res["results"],
+               files=[dict(path=f["path"], changed=f["changed"]) for f in res["files"]],
+               drift=res["drift"] + [dict((k, i[k]) for k in concerns.ITEM_KEYS) for i in res["port_items"]],
+               concerns={"mtu": res["status"]})
+    if p["persist"]:
+        out["owners"] = res["owners"]
+    for line in out["warnings_mtu"]:
+        module.warn(line)
+    if module._diff:
+        diffs = [dict(before="".join("%s mtu %s\n" % (n, v) for n, v in sorted(res["before"].items())),
+                      after="".join("%s mtu %s\n" % (n, v) for n, v in sorted(res["mtu"].items())),
+                      before_header="ip link (live)", after_header="ip link (live)")]
+        diffs.extend(dict(before=f["before"], after=f["after"], before_header=f["path"], after_header=f["path"])
+                     for f in res["files"] if f["changed"])
+        out["diff"] = diffs
+    if res["status"]["status"] == concerns.ERROR:
+        module.fail_json(msg=res["status"]["reason"], **out)
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()
