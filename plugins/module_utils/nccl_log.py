@@ -38,7 +38,8 @@ _ASSIGNED = re.compile(r"Assigned NET plugin (?P<net>\S.*?) to comm\Z")
 _CHANNEL = re.compile(
     r"(?:Channel|Ring) (?P<ch>\d+)(?:/(?P<conn>\d+))? : (?P<rank>\d+)(?:\[[0-9a-fA-F]+\])? -> "
     r"(?P<peer>\d+)(?:\[[0-9a-fA-F]+\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>\S.*?)\s*\Z")
-_NET = re.compile(r"NET/(?P<net>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<flags>(?:/[A-Za-z]+(?:\([A-Za-z]+\))?)*)\Z")
+_NET = re.compile(r"NET/(?P<net>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?"
+                  r"(?P<flags>(?:/[A-Za-z]+(?:\([A-Za-z]+\))?)*)\Z")
 _GDR = re.compile(r"GPU Direct RDMA (?P<state>Enabled|Disabled) for (?:GPU (?P<gpu>\d+) / )?HCA (?P<hca>\d+)"
                   r"(?: '(?P<name>[^']*)')?(?P<rest>.*)\Z")
 _DMABUF = re.compile(r"DMA-BUF is available on GPU device (?P<gpu>\d+)")
