@@ -540,6 +540,20 @@ class _Builder(object):
         _mkdir(self.p("sys/kernel/config/rdma_cm"))
         for m in ("rdma_cm", "configfs", "mlx5_core", "mlx5_ib", "ib_core"):
             _mkdir(self.p("sys/module", m))
+        # GPUDirect RDMA: rdma-core's libibverbs (its file name carries the release) and nvidia-peermem
+        # (``gpudirect: {rdma_core: 50, peermem: loaded|installed|absent}``; rdma_core null: not installed)
+        gdr = dict({"rdma_core": 48 if t["os"] in ("rhel", "rocky") else 50, "peermem": "absent"},
+                   **(t.get("gpudirect") or {}))
+        if gdr["rdma_core"]:
+            libdir = self.p("usr/lib64" if t["os"] in ("rhel", "rocky") else "usr/lib/x86_64-linux-gnu")
+            lib = "libibverbs.so.1.14.%d.0" % int(gdr["rdma_core"])
+            _write(os.path.join(libdir, lib), "")
+            os.symlink(lib, os.path.join(libdir, "libibverbs.so.1"))
+        if gdr["peermem"] in ("loaded", "installed"):
+            _write(self.p("lib/modules", t["kernel_release"], "modules.dep"),
+                   "kernel/drivers/video/nvidia-peermem.ko.zst: kernel/drivers/video/nvidia.ko.zst\n", 0o644)
+        if gdr["peermem"] == "loaded":
+            _write(self.p("sys/module/nvidia_peermem/initstate"), "live\n", 0o444)
         init = t.get("init", "systemd")
         _write(self.p("proc/1/comm"), init + "\n", 0o444)
         if init == "systemd":
