@@ -11,6 +11,7 @@ import math
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import prom
 
 
@@ -234,8 +235,7 @@ def test_every_metric_is_declared_once_with_a_valid_name():
 
 GOOD = {"iommu": {"mode": "identity"}, "fabric_manager": {"needed": True, "running": True},
         "nvidia_fs": {"loaded": True}, "pairing": []}
-ALL_OK = dict((n, {"status": "ok"}) for n in ("cmdline", "acs", "dcb", "rdma_cm", "sysctl", "routing", "nccl",
-                                              "persistence"))
+ALL_OK = dict((n, {"status": "ok"}) for n in concerns.CORE)
 STATUSES = ("ok", "drift", "error", "not_checked", "not_applicable")
 
 # (name, evidence, {concern: status with 1}, gpufabric_node_ok)

@@ -21,6 +21,7 @@ from gpufabric_sim import tree as sim_tree
 from gpufabric_sim.emulators import dcb as dcb_emu
 from modrunner import run_module
 
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import pci
 from ansible_collections.gpufabric.node.plugins.module_utils import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
@@ -276,7 +277,7 @@ def test_nvidia_fs_absent_means_no_counters(node, monkeypatch):
     assert not [n for n in m if n.startswith("gpufabric_nvfs_") and n != "gpufabric_nvfs_loaded"]
 
 
-CORE = ("cmdline", "acs", "dcb", "rdma_cm", "sysctl", "routing", "nccl", "persistence")
+CORE = concerns.CORE
 ALL_OK = dict((n, {"status": "ok", "reason": None, "items": []}) for n in CORE)
 
 
