@@ -14,7 +14,8 @@ __metaclass__ = type
 CASES = [
     # topology, PIX rows, cross-NUMA warnings, FM line, PCIe links below capability
     ("hgx-h200", 8, 0, "Fabric Manager: running", 0),
-    ("pcie-4gpu-crossnuma", 1, 2, "Fabric Manager: not needed", 1),
+    ("pcie-4gpu-crossnuma", 1, 2, "Fabric Manager: not needed", 0),
+    ("pcie-4gpu-downtrained", 1, 2, "Fabric Manager: not needed", 1),
 ]
 
 

@@ -150,8 +150,8 @@ def test_no_pairing_is_not_applicable(tmp_path):
     assert doc["status"] == "not_applicable"
 
 
-def test_shipped_crossnuma_layout_has_its_downtrained_gpu_flagged(tmp_path):
-    with open(os.path.join(REPO, "tests", "lab", "topologies", "pcie-4gpu-crossnuma.yml")) as f:
+def test_shipped_downtrained_layout_has_its_gpu_flagged(tmp_path):
+    with open(os.path.join(REPO, "tests", "lab", "topologies", "pcie-4gpu-downtrained.yml")) as f:
         topo = yaml.safe_load(f)
     root = str(tmp_path / "root")
     build_tree(root, topo, 1)
@@ -162,7 +162,7 @@ def test_shipped_crossnuma_layout_has_its_downtrained_gpu_flagged(tmp_path):
     assert any("0000:39:00.0 trained at x8 of x16" in w for w in L.warnings(doc["links"]))
 
 
-@pytest.mark.parametrize("topology", ["hgx-h200.yml", "hgx-h200-sriov.yml"])
+@pytest.mark.parametrize("topology", ["hgx-h200.yml", "hgx-h200-sriov.yml", "pcie-4gpu-crossnuma.yml"])
 def test_shipped_hgx_layouts_are_healthy_with_idle_gpus(tmp_path, topology):
     with open(os.path.join(REPO, "tests", "lab", "topologies", topology)) as f:
         topo = yaml.safe_load(f)

@@ -50,8 +50,9 @@ def _digest(root):
 @pytest.mark.parametrize("topology,check_mode,link,gdr", [
     ("hgx-h200", False, "ok", "ok"),
     ("hgx-h200", True, "ok", "ok"),
-    ("pcie-4gpu-crossnuma", False, "drift", "ok"),
-    ("pcie-4gpu-crossnuma", True, "drift", "ok"),
+    ("pcie-4gpu-crossnuma", False, "ok", "ok"),
+    ("pcie-4gpu-downtrained", False, "drift", "ok"),
+    ("pcie-4gpu-downtrained", True, "drift", "ok"),
 ])
 def test_concerns_same_in_check_mode_and_real_run(trees, monkeypatch, topology, check_mode, link, gdr):
     root = trees(topology)
