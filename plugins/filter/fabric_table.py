@@ -78,6 +78,21 @@ def fabric_table(facts):
                         _numa(p.get("nic_numa")), p.get("relation")))
     if iommu.get("mode") == "translated":
         lines.append("WARNING: IOMMU in translated mode")
+    links = facts.get("pcie_links")
+    if links is not None:
+        below = [x for x in links if x.get("state") in ("degraded", "slot_limited")]
+        idle = [x for x in links if x.get("state") == "idle"]
+        lines.append("PCIe links on the GPU<->NIC paths: %d, %d below capability%s"
+                     % (len(links), len(below), ", %d idle GPU(s) at a lower speed (not judged)" % len(idle)
+                        if idle else ""))
+        for x in below:
+            lines.append("WARNING: PCIe link %s" % x.get("reason"))
+    gdr = facts.get("gpudirect_rdma")
+    if gdr:
+        lines.append("GPUDirect RDMA: %s" % {"dmabuf": "DMA-BUF", "nvidia_peermem": "nvidia-peermem"}.get(
+            gdr.get("mechanism"), "none"))
+        if gdr.get("warning"):
+            lines.append("WARNING: %s" % gdr["warning"])
     return lines
 
 

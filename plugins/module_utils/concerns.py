@@ -51,6 +51,9 @@ CONCERNS = (
     dict(name="mtu", title="Rail MTU", role="rail_network", core=True),
     dict(name="nccl", title="NCCL defaults", role="nccl", core=True),
     dict(name="persistence", title="Boot-time persistence", role="persistence", core=True),
+    # read-only: a check and a real run say the same, nothing is corrected (the fabric_health role)
+    dict(name="pcie_link", title="PCIe link health", role="fabric_health", core=True),
+    dict(name="gpudirect_rdma", title="GPUDirect RDMA mechanism", role="fabric_health", core=True),
     dict(name="gds", title="GPUDirect Storage", role="gds", core=False),
     dict(name="vendor_client", title="Vendor NFS client", role="vendor_nfs_client", core=False),
 )

@@ -23,7 +23,7 @@ Public API:
     The gpufabric metrics (``METRICS``) from an evidence dict::
 
         {"facts": topology.discover(...) result (pairing, path_bridges, rails, iommu, gpu_driver,
-                  fabric_manager, nvidia_fs; any may be missing),
+                  fabric_manager, nvidia_fs, pcie_links, gpudirect_rdma; any may be missing),
          "dcb": {netdev: dcb.read_rail(...) result, or {"error": str}},
          "rdma_cm": [{"device", "port", "rail", "tos"}]   (tos None: not readable, no sample),
          "nvfs": nvfs.counters(...) dict or None (nvidia-fs stats not readable),
@@ -91,6 +91,19 @@ METRICS = {
     "gpu_driver_info": ("gauge", "NVIDIA kernel module flavour (open, proprietary, none) and version."),
     "fabric_manager_needed": ("gauge", "1 when NVSwitches are present (nvidia-fabricmanager is needed)."),
     "fabric_manager_running": ("gauge", "1 when nvidia-fabricmanager is running."),
+    "pcie_link_width": ("gauge", "Lanes a PCIe link on a GPU-NIC path trained to (current_link_width)."),
+    "pcie_link_max_width": ("gauge", "Lanes the PCIe link can do: the lower of both ends' max_link_width."),
+    "pcie_link_speed_gts": ("gauge", "Speed in GT/s a PCIe link on a GPU-NIC path runs at (current_link_speed); an "
+                                     "idle GPU runs at 2.5."),
+    "pcie_link_max_speed_gts": ("gauge", "Speed in GT/s the PCIe link can do: the lower of both ends' "
+                                         "max_link_speed."),
+    "pcie_link_below_capability": ("gauge", "1 when a PCIe link on a GPU-NIC path trained below its capability "
+                                            "(degraded, or limited by its slot); an idle GPU's speed is not."),
+    "gpudirect_rdma_mechanism_info": ("gauge", "The GPUDirect RDMA mechanism the RDMA NICs can use (dmabuf, "
+                                               "nvidia_peermem, none)."),
+    "gpudirect_rdma_dmabuf_usable": ("gauge", "1 when DMA-BUF can carry GPUDirect RDMA (open NVIDIA kernel module, "
+                                              "kernel 5.12 or later, rdma-core 34 or later)."),
+    "gpudirect_rdma_peermem_loaded": ("gauge", "1 when nvidia-peermem (or nv_peer_mem) is loaded."),
     "concern_status": ("gauge", "1 for the current status of a managed concern (ok, drift, error, not_checked, "
                                 "not_applicable), 0 for the other four; a concern without a reported status is "
                                 "not_checked."),
@@ -247,6 +260,19 @@ def _facts(fams, facts):
     if fm:
         fams.add("fabric_manager_needed", bool(fm.get("needed")))
         fams.add("fabric_manager_running", bool(fm.get("running")))
+    for link in facts.get("pcie_links") or []:
+        labels = dict(device=link["device"], kind=link.get("kind") or "", port=link.get("port") or "")
+        fams.add("pcie_link_width", link.get("current_width"), **labels)
+        fams.add("pcie_link_max_width", link.get("max_width"), **labels)
+        fams.add("pcie_link_speed_gts", link.get("current_speed"), **labels)
+        fams.add("pcie_link_max_speed_gts", link.get("max_speed"), **labels)
+        if link.get("state") != "unknown":
+            fams.add("pcie_link_below_capability", link.get("state") in ("degraded", "slot_limited"), **labels)
+    gdr = facts.get("gpudirect_rdma")
+    if gdr:
+        fams.add("gpudirect_rdma_mechanism_info", 1, mechanism=gdr.get("mechanism") or "none")
+        fams.add("gpudirect_rdma_dmabuf_usable", bool((gdr.get("dmabuf") or {}).get("usable")))
+        fams.add("gpudirect_rdma_peermem_loaded", bool((gdr.get("peermem") or {}).get("loaded")))
     nv = facts.get("nvidia_fs")
     if nv:
         fams.add("nvfs_loaded", bool(nv.get("loaded")))

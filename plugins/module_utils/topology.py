@@ -56,6 +56,13 @@ Public API (plain Python, every path through a ``Sysroot``):
     * ``fabric_manager``: ``{needed, running, pids}``.
     * ``nvidia_fs``: ``{loaded, version, module_version, modules: {name: version}, rw_stats_enabled}``.
     * ``kernel_release``.
+    * ``pcie_links`` (with ``pci``): ``[{device, kind, port, pairs, current_speed, current_width, max_speed,
+      max_width, device_max_*, port_max_*, generation, source, max_payload, port_max_payload, max_read_request,
+      max_payload_supported, state: ok|idle|degraded|slot_limited|unknown, reason, notes}]``, every link on the
+      GPU<->NIC paths (``pcie_link.path_links``; speeds in GT/s).
+    * ``gpudirect_rdma`` (with ``gpu_driver`` and ``rails``): ``{mechanism: dmabuf|nvidia_peermem|none, usable,
+      dmabuf: {usable, reasons, driver_flavour, driver_version, kernel_release, rdma_core, libibverbs},
+      peermem: {loaded, module, installed}, rdma_rails, warning}`` (``gpudirect.facts``).
 
 ``path_bridges(sysroot, bdf_a, bdf_b, scan=None) -> list``
     The bridges a peer-to-peer transfer between two devices crosses: from each endpoint up to the
@@ -81,7 +88,9 @@ __metaclass__ = type
 import platform
 import re
 
+from ansible_collections.gpufabric.node.plugins.module_utils import gpudirect
 from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_modules
+from ansible_collections.gpufabric.node.plugins.module_utils import pcie_link
 from ansible_collections.gpufabric.node.plugins.module_utils import topology_pairing
 from ansible_collections.gpufabric.node.plugins.module_utils import topology_pci
 from ansible_collections.gpufabric.node.plugins.module_utils import topology_rails
@@ -236,6 +245,10 @@ def discover(sysroot=None, gather_subset=None):
         facts["fabric_manager"] = fabric_manager_facts(sr, needed)
     if "nvidia_fs" in subset:
         facts["nvidia_fs"] = nvidia_fs_facts(sr)
+    if "pci" in subset:
+        facts["pcie_links"] = pcie_link.path_links(scan, facts)
+    if "gpu_driver" in subset and "rails" in subset:
+        facts["gpudirect_rdma"] = gpudirect.facts(sr, facts)
     return facts
 
 
@@ -263,4 +276,8 @@ def warnings(facts):
     fm = facts.get("fabric_manager", {})
     if fm.get("needed") and not fm.get("running"):
         out.append("NVSwitches are present but nvidia-fabricmanager is not running: CUDA fails with error 802")
+    out.extend(pcie_link.warnings(facts.get("pcie_links")))
+    gdr = (facts.get("gpudirect_rdma") or {}).get("warning")
+    if gdr and facts.get("gpus"):
+        out.append(gdr)
     return out

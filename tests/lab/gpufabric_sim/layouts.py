@@ -80,8 +80,8 @@ def _vfs(b, pf, count, with_ib, seen):
         for key in ("ibdev", "ipv4", "mac"):
             vf.pop(key, None)
         vdir = os.path.join(parent, bdf)
-        for name in ("vendor", "class", "subsystem_vendor", "numa_node", "local_cpulist", "revision", "enable",
-                     "current_link_speed", "current_link_width", "max_link_speed", "max_link_width"):
+        # no link files: a VF has no link of its own (its Link registers are reserved); tools read the PF's
+        for name in ("vendor", "class", "subsystem_vendor", "numa_node", "local_cpulist", "revision", "enable"):
             src = os.path.join(pdir, name)
             if os.path.exists(src):
                 with open(src) as f:

@@ -110,7 +110,40 @@ def load(name_or_path=None, **overrides):
             raw = yaml.safe_load(f)
     raw = raw or {}
     raw.update(overrides)
+    base = raw.pop("base", None)
+    if base:
+        # ``base: <shipped topology>``: that topology with this file's top-level keys replacing its own
+        if not isinstance(base, str) or base == raw.get("name"):
+            raise TopologyError("base must name another shipped topology, not %r" % (base,))
+        path = os.path.join(TOPOLOGY_DIR, base + ".yml")
+        if not os.path.exists(path):
+            raise TopologyError("unknown base topology %r (shipped: %s)" % (base, ", ".join(names())))
+        with open(path) as f:
+            merged = yaml.safe_load(f) or {}
+        if merged.get("base"):
+            raise TopologyError("base topology %r has a base of its own" % base)
+        merged.update(raw)
+        raw = merged
+    _link_current(raw)
     return expand(raw)
+
+
+def _link_current(raw):
+    """``link_current: {bdf: [speed code, width]}`` (top level): the link the function trained to, set on the
+    device of that BDF in the nested layout (tree.link_current); an unknown BDF is an error."""
+    wanted = dict(raw.pop("link_current", None) or {})
+    if not wanted:
+        return
+
+    def walk(devs):
+        for d in devs or []:
+            if d.get("bdf") in wanted:
+                d["link_current"] = list(wanted.pop(d["bdf"]))
+            walk(d.get("children"))
+    for rb in raw.get("root_buses") or []:
+        walk(rb.get("devices"))
+    if wanted:
+        raise TopologyError("link_current names BDFs not in the layout: %s" % ", ".join(sorted(wanted)))
 
 
 def parse_bdf(bdf):

@@ -160,6 +160,35 @@ def _ext_caps(dev):
     return aer + [(0x0003, 1, 0x0C)] + acs
 
 
+LINK_SPEED_TEXT = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe",
+                   5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}        # pci_speed_string (drivers/pci/probe.c)
+_DOWN_PORTS = ("root_port", "switch_down")
+
+
+def link_current(dev):
+    """(speed code, width) of the function's Link Status register.
+
+    ``link: [speed code, width]`` is what the function can do (LNKCAP), ``link_current`` what its link trained
+    to (a downtrained link in a test layout). A root or downstream port shows the link below it, so it shows
+    its first child's link; any function shows at most what its port above can do. An idle GPU lowers its
+    speed to 2.5 GT/s at full width (dynamic link speed power management) unless ``busy: true``.
+    """
+    mspeed, mwidth = dev.get("link", (5, 16))
+    kids = dev.get("children") or []
+    if dev["kind"] in _DOWN_PORTS and kids:
+        cs, cw = link_current(dict(kids[0], _port_link=(mspeed, mwidth)))
+    elif dev.get("link_current"):
+        cs, cw = dev["link_current"]
+    elif dev["kind"] == "gpu" and not dev.get("busy"):
+        cs, cw = 1, mwidth
+    else:
+        cs, cw = mspeed, mwidth
+    port = dev.get("_port_link")
+    if port and dev["kind"] not in _DOWN_PORTS:
+        cs, cw = min(cs, port[0]), min(cw, port[1])
+    return min(cs, mspeed), min(cw, mwidth)
+
+
 def config_space(dev, primary=0, secondary=0, subordinate=0):
     """A 4096-byte config space for a topology device."""
     c = _Cfg()
@@ -213,7 +242,8 @@ def config_space(dev, primary=0, secondary=0, subordinate=0):
     speed, width = dev.get("link", (5, 16))
     port_no = int(dev["bdf"].split(":")[2].split(".")[0], 16)
     c.u32(pcie + 0x0C, speed | (width << 4) | 0x00400C00 | (port_no << 24))
-    c.u16(pcie + 0x12, speed | (width << 4) | (0x2000 if slot else 0))
+    cur_speed, cur_width = link_current(dev)
+    c.u16(pcie + 0x12, cur_speed | (cur_width << 4) | (0x2000 if slot else 0))
     if slot:
         c.u32(pcie + 0x14, ((port_no + 1) << 19) | 0x0060)
     c.u32(pcie + 0x24, 0x00010800 if bridge else 0x00730810)
@@ -380,11 +410,11 @@ class _Builder(object):
             "subsystem_device": "0x%04x" % dev["subsystem_device"],
             "revision": "0x%02x" % dev.get("revision", 0xA1 if kind == "gpu" else 0),
             "enable": "1",
-            "current_link_speed": "32.0 GT/s PCIe",
-            "current_link_width": "16",
-            "max_link_speed": "32.0 GT/s PCIe",
-            "max_link_width": "16",
         }
+        max_speed, max_width = dev.get("link", (5, 16))
+        cur_speed, cur_width = link_current(dev)
+        attrs.update(current_link_speed=LINK_SPEED_TEXT[cur_speed], current_link_width=str(cur_width),
+                     max_link_speed=LINK_SPEED_TEXT[max_speed], max_link_width=str(max_width))
         numa = dev.get("numa")
         if numa is not None:
             attrs["numa_node"] = str(numa)
@@ -425,6 +455,8 @@ class _Builder(object):
         if kind == "nic":
             self.nic(dev, ddir, bdf, numa)
         for ch in dev["children"]:
+            if kind in _DOWN_PORTS:
+                ch["_port_link"] = tuple(dev.get("link", (5, 16)))
             self.device(ch, ddir, secondary, child_group, rb)
 
     # -- NIC / RDMA ---------------------------------------------------------------------------
@@ -508,6 +540,20 @@ class _Builder(object):
         _mkdir(self.p("sys/kernel/config/rdma_cm"))
         for m in ("rdma_cm", "configfs", "mlx5_core", "mlx5_ib", "ib_core"):
             _mkdir(self.p("sys/module", m))
+        # GPUDirect RDMA: rdma-core's libibverbs (its file name carries the release) and nvidia-peermem
+        # (``gpudirect: {rdma_core: 50, peermem: loaded|installed|absent}``; rdma_core null: not installed)
+        gdr = dict({"rdma_core": 48 if t["os"] in ("rhel", "rocky") else 50, "peermem": "absent"},
+                   **(t.get("gpudirect") or {}))
+        if gdr["rdma_core"]:
+            libdir = self.p("usr/lib64" if t["os"] in ("rhel", "rocky") else "usr/lib/x86_64-linux-gnu")
+            lib = "libibverbs.so.1.14.%d.0" % int(gdr["rdma_core"])
+            _write(os.path.join(libdir, lib), "")
+            os.symlink(lib, os.path.join(libdir, "libibverbs.so.1"))
+        if gdr["peermem"] in ("loaded", "installed"):
+            _write(self.p("lib/modules", t["kernel_release"], "modules.dep"),
+                   "kernel/drivers/video/nvidia-peermem.ko.zst: kernel/drivers/video/nvidia.ko.zst\n", 0o644)
+        if gdr["peermem"] == "loaded":
+            _write(self.p("sys/module/nvidia_peermem/initstate"), "live\n", 0o444)
         init = t.get("init", "systemd")
         _write(self.p("proc/1/comm"), init + "\n", 0o444)
         if init == "systemd":

@@ -287,3 +287,24 @@ def test_without_node_no_concern_series():
 def test_bad_concern_status_is_refused():
     with pytest.raises(ValueError, match="concern dcb has status 'fine'"):
         prom.render_evidence({"facts": GOOD, "node": {"concerns": {"dcb": {"status": "fine"}}}})
+
+
+def test_pcie_link_and_gpudirect_metrics():
+    facts = {"pcie_links": [
+        {"device": "0000:39:00.0", "kind": "gpu", "port": "0000:38:01.0", "current_width": 8, "max_width": 16,
+         "current_speed": 32.0, "max_speed": 32.0, "state": "degraded"},
+        {"device": "0000:19:00.0", "kind": "gpu", "port": "0000:18:00.0", "current_width": 16, "max_width": 16,
+         "current_speed": 2.5, "max_speed": 32.0, "state": "idle"},
+        {"device": "0000:1a:00.0", "kind": "nic", "port": None, "current_width": None, "max_width": None,
+         "current_speed": None, "max_speed": None, "state": "unknown"}],
+        "gpudirect_rdma": {"mechanism": "dmabuf", "dmabuf": {"usable": True}, "peermem": {"loaded": False}}}
+    samples, types = parse(prom.render_evidence({"facts": facts}))
+    x8 = frozenset({"device": "0000:39:00.0", "kind": "gpu", "port": "0000:38:01.0"}.items())
+    idle = frozenset({"device": "0000:19:00.0", "kind": "gpu", "port": "0000:18:00.0"}.items())
+    assert samples["gpufabric_pcie_link_width"][x8] == 8 and samples["gpufabric_pcie_link_max_width"][x8] == 16
+    assert samples["gpufabric_pcie_link_below_capability"] == {x8: 1.0, idle: 0.0}   # unknown: no sample
+    assert samples["gpufabric_pcie_link_speed_gts"][idle] == 2.5
+    assert samples["gpufabric_gpudirect_rdma_mechanism_info"] == {frozenset({"mechanism": "dmabuf"}.items()): 1.0}
+    assert samples["gpufabric_gpudirect_rdma_dmabuf_usable"] == {frozenset(): 1.0}
+    assert samples["gpufabric_gpudirect_rdma_peermem_loaded"] == {frozenset(): 0.0}
+    assert types["gpufabric_pcie_link_width"] == "gauge"

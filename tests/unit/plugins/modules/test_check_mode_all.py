@@ -37,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 MODULE_DIR = os.path.join(REPO, "plugins", "modules")
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "vendor_nfs")
+NCCL_LOGS = os.path.join(REPO, "tests", "fixtures", "nccl")
 CONF = "proc/sys/net/ipv4/conf"
 
 # writes: the module manages state (a real run on the drifted node changes it); False: read-only.
@@ -89,6 +90,9 @@ CASES = {
     # read-only modules: nothing to change, in check mode or not
     "fabric_check": _case(lambda n: {"desired": desired_doc.resolve({"inventory_hostname": "ap1"})}, False),
     "fabric_counters": _case(lambda n: {"rails": _rails(n)}, False),
+    "fabric_health": _case(lambda n: {"pcie_link": {"gpu_idle_speed": "ignore", "slot_limited": "drift"},
+                                      "gpudirect_rdma": {"mechanism": "any"},
+                                      "nccl_log": os.path.join(NCCL_LOGS, "nccl-1rank-h200.log")}, False),
     "gds_verify": _case(lambda n: {"path": "/mnt/data"}, False),
     "gpufabric_facts": _case(lambda n: {}, False),
     "vendor_nfs_proof": _case(lambda n: {"stage": "running", "kernel_release": n["manifest"]["kernel_release"],

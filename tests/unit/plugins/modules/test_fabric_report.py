@@ -53,8 +53,7 @@ def test_fix_run(tmp_path, monkeypatch):
 
 def test_managed_concerns_option(tmp_path, monkeypatch):
     args = {"nodes": {"n1": {"concerns": statuses()}}, "dest": str(tmp_path),
-            "managed_concerns": ["cmdline", "acs", "dcb", "rdma_cm", "sysctl", "routing", "nccl", "persistence",
-                                 "gds"]}
+            "managed_concerns": list(cm.CORE) + ["gds"]}
     r = run_module(fabric_report, args, monkeypatch=monkeypatch)
     assert r["report"]["nodes"]["n1"]["concerns"]["gds"]["status"] == "not_checked"
     assert r["summary"]["drifted_nodes"] == ["n1"], "a managed concern without a status is not checked"

@@ -54,8 +54,10 @@ CASES = [
      ["translated"]),
     ("check mode", "hgx-h200", {"_ansible_check_mode": True}, {"gpus", "pairing"}, ["translated"]),
     ("rails only", "hgx-h200", {"gather_subset": ["rails"]}, {"rails"}, []),
-    ("cross numa", "pcie-4gpu-crossnuma", {"gather_subset": ["pci"]}, {"pairing", "matrix"},
+    ("cross numa", "pcie-4gpu-crossnuma", {"gather_subset": ["pci"]}, {"pairing", "matrix", "pcie_links"},
      ["across NUMA", "across NUMA"]),
+    ("downtrained link", "pcie-4gpu-downtrained", {"gather_subset": ["pci"]}, {"pairing", "pcie_links"},
+     ["across NUMA", "across NUMA", "trained at x8 of x16"]),
     ("all but pci", "pcie-4gpu-crossnuma", {"gather_subset": ["all", "!pci"]}, {"rails", "iommu"}, ["translated"]),
 ]
 

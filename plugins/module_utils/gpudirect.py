@@ -1,0 +1,169 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which GPUDirect RDMA mechanism an RDMA NIC of the node can use: DMA-BUF or nvidia-peermem. Read-only: the
+concern ``gpudirect_rdma``.
+
+An RDMA NIC can register GPU memory in two ways:
+
+* **DMA-BUF** (upstream): the GPU driver exports the memory as a dma-buf fd and the NIC registers it with
+  ``ibv_reg_dmabuf_mr``. It needs the NVIDIA *open* kernel module (``/proc/driver/nvidia/version`` says
+  "Open Kernel Module"; the proprietary one cannot export CUDA memory as dma-buf) of release 515 or later, a
+  kernel of 5.12 or later (dma-buf importers in RDMA, ``ib_umem_dmabuf``) and rdma-core 34 or later
+  (``ibv_reg_dmabuf_mr``, libibverbs 1.12). rdma-core's release is read from the file name of the installed
+  libibverbs, ``libibverbs.so.1.<abi>.<release>.0`` (e.g. ``libibverbs.so.1.14.50.0`` is rdma-core 50), which
+  rdma-core's build gives every release. NCCL (2.13 and later) tries DMA-BUF first.
+* **nvidia-peermem** (``/sys/module/nvidia_peermem`` while loaded; the older Mellanox ``nv_peer_mem`` at
+  ``/sys/module/nv_peer_mem``): the peer-memory client of MLNX_OFED/DOCA or of inbox kernels with the
+  peer-memory patches. Installed but not loaded (``modules.dep`` lists it) does not count: it must be loaded.
+
+Neither: NCCL and other RDMA users stage GPU data through host memory (``NET/IB`` without ``/GDRDMA``), which
+costs bandwidth and latency on every rail.
+
+Public API: ``rdma_core_release(sysroot)``, ``facts(sysroot, facts)`` (gpufabric facts with ``gpu_driver``,
+``kernel_release``, ``rails``/``pairing``), ``normalize_desired``, ``status_of(mech, facts, desired)``,
+``check(sysroot, desired=None, facts=None)``. Plain Python; private to the collection.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+
+CONCERN = "gpudirect_rdma"
+LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+            "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/lib64")
+_LIBIBVERBS = re.compile(r"libibverbs\.so\.1\.(\d+)\.(\d+)\.\d+\Z")
+_KERNEL = re.compile(r"(\d+)\.(\d+)")
+_PEERMEM_KO = re.compile(r"(?:^|/)nvidia[-_]peermem\.ko(?:\.[a-z]+)?:", re.M)
+MIN_KERNEL = (5, 12)
+MIN_RDMA_CORE = 34
+MIN_DRIVER = 515
+MECHANISMS = ("any", "dmabuf", "nvidia_peermem")
+DEFAULTS = {"mechanism": "any"}
+
+
+def rdma_core_release(sr):
+    """(release, path) of the newest installed libibverbs, or (None, None)."""
+    best = (None, None)
+    for d in LIB_DIRS:
+        for name in sr.listdir(d):
+            m = _LIBIBVERBS.match(name)
+            if m and (best[0] is None or int(m.group(2)) > best[0]):
+                best = (int(m.group(2)), "%s/%s" % (d, name))
+    return best
+
+
+def _kernel(release):
+    m = _KERNEL.match(release or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _driver_major(version):
+    m = re.match(r"(\d+)", str(version or ""))
+    return int(m.group(1)) if m else None
+
+
+def facts(sr, node):
+    """The ``gpudirect_rdma`` facts: ``{mechanism, usable, dmabuf: {usable, reasons, ...}, peermem: {...},
+    rdma_rails, warning}`` from the node's gpufabric facts (``node``) and the files named above."""
+    node = node or {}
+    drv = node.get("gpu_driver") or {}
+    release = node.get("kernel_release") or sr.read("/proc/sys/kernel/osrelease")
+    kernel = _kernel(release)
+    rdma_core, lib = rdma_core_release(sr)
+    reasons = []
+    if drv.get("flavour") != "open":
+        reasons.append("the NVIDIA kernel module is %s, DMA-BUF needs the open kernel module"
+                       % (drv.get("flavour") or "not loaded"))
+    elif _driver_major(drv.get("version")) is not None and _driver_major(drv.get("version")) < MIN_DRIVER:
+        reasons.append("NVIDIA driver %s is older than %d" % (drv.get("version"), MIN_DRIVER))
+    if kernel is None:
+        reasons.append("the kernel release is not readable")
+    elif kernel < MIN_KERNEL:
+        reasons.append("kernel %s is older than %d.%d" % (release, MIN_KERNEL[0], MIN_KERNEL[1]))
+    if rdma_core is None:
+        reasons.append("no libibverbs (rdma-core) is installed")
+    elif rdma_core < MIN_RDMA_CORE:
+        reasons.append("rdma-core %d has no ibv_reg_dmabuf_mr (needs %d)" % (rdma_core, MIN_RDMA_CORE))
+    dep = sr.read_raw("/lib/modules/%s/modules.dep" % release) if release else None
+    module = None
+    for name in ("nvidia_peermem", "nv_peer_mem"):
+        if sr.isdir("/sys/module/" + name):
+            module = name
+            break
+    peermem = {"loaded": module is not None, "module": module,
+               "installed": bool(dep and _PEERMEM_KO.search(dep)) if dep is not None else None}
+    usable = []
+    if not reasons:
+        usable.append("dmabuf")
+    if module:
+        usable.append("nvidia_peermem")
+    rails = [r for r in node.get("rails") or [] if r.get("pairable")]
+    mech = usable[0] if usable else "none"
+    warning = None
+    if mech == "none" and rails and node.get("gpus", True):
+        warning = ("no GPUDirect RDMA mechanism: DMA-BUF cannot be used (%s) and nvidia-peermem is not loaded%s; "
+                   "RDMA stages GPU data through host memory"
+                   % ("; ".join(reasons), " (installed: modprobe nvidia-peermem)" if peermem["installed"] else ""))
+    return {"mechanism": mech, "usable": usable,
+            "dmabuf": {"usable": not reasons, "reasons": reasons, "driver_flavour": drv.get("flavour"),
+                       "driver_version": drv.get("version"), "kernel_release": release, "rdma_core": rdma_core,
+                       "libibverbs": lib},
+            "peermem": peermem, "rdma_rails": len(rails), "warning": warning}
+
+
+def normalize_desired(desired):
+    desired = dict(desired or {})
+    unknown = sorted(k for k in desired if k not in DEFAULTS)
+    if unknown:
+        raise ValueError("gpudirect_rdma: unknown setting(s) %s (known: mechanism)" % ", ".join(unknown))
+    out = dict(DEFAULTS)
+    if desired.get("mechanism") is not None:
+        if desired["mechanism"] not in MECHANISMS:
+            raise ValueError("gpudirect_rdma: mechanism must be one of %s, got %r"
+                             % (", ".join(MECHANISMS), desired["mechanism"]))
+        out["mechanism"] = desired["mechanism"]
+    return out
+
+
+def status_of(mech, node, desired=None):
+    """The gpudirect_rdma concern's status document (read-only: check and real run alike)."""
+    desired = normalize_desired(desired)
+    node = node or {}
+    if not node.get("gpus"):
+        return concerns.status(concerns.NOT_APPLICABLE, "no GPU on this node", gpudirect=mech)
+    if not mech["rdma_rails"]:
+        return concerns.status(concerns.NOT_APPLICABLE, "no pairable RDMA rail on this node", gpudirect=mech)
+    want = desired["mechanism"]
+    if mech["mechanism"] == "none" or (want != "any" and want not in mech["usable"]):
+        need = "a GPUDirect RDMA mechanism" if want == "any" else want
+        why = []
+        if want in ("any", "dmabuf"):
+            why.append("DMA-BUF: " + "; ".join(mech["dmabuf"]["reasons"] or ["usable"]))
+        if want in ("any", "nvidia_peermem"):
+            why.append("nvidia-peermem: " + ("loaded" if mech["peermem"]["loaded"] else
+                                             "not loaded" + (" (installed)" if mech["peermem"]["installed"]
+                                                             else "")))
+        item = {"concern": CONCERN, "object": "node", "key": "mechanism", "current": mech["mechanism"],
+                "desired": want}
+        return concerns.status(concerns.DRIFT, "%s is not available (%s); load nvidia-peermem or use the open "
+                               "NVIDIA kernel module with kernel >= 5.12 and rdma-core >= 34"
+                               % (need, "; ".join(why)), [item], gpudirect=mech)
+    label = {"dmabuf": "DMA-BUF", "nvidia_peermem": "nvidia-peermem"}[mech["mechanism"]]
+    return concerns.status(concerns.OK, "%s (usable: %s)" % (label, ", ".join(mech["usable"])), [],
+                           gpudirect=mech)
+
+
+def check(sysroot, desired=None, facts_=None):
+    """The gpudirect_rdma concern of the node (discovery unless gpufabric facts are given). Pure read."""
+    desired = normalize_desired(desired)
+    node = facts_
+    if node is None or "gpu_driver" not in node or "rails" not in node:
+        from ansible_collections.gpufabric.node.plugins.module_utils import topology
+        node = topology.discover(sysroot, ["pci", "rails", "gpu_driver"])
+    mech = node.get("gpudirect_rdma") or facts(sysroot, node)
+    return status_of(mech, node, desired)
