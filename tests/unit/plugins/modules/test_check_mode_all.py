@@ -82,6 +82,8 @@ CASES = {
     "pcie_acs": _case(lambda n: {}, True),
     "rail_sysctl": _case(lambda n: {"rails": _rails(n)}, True),
     "rdma_cm_tos": _case(lambda n: {"rails": _rails(n)}, True),
+    # hgx-h200 boots with DCQCN off on every priority (MLNX_OFED sysfs)
+    "roce_ecn": _case(lambda n: {"rails": _rails(n)}, True),
     "vendor_nfs_build": _case(_vendor_args, True),
     # read-only modules: nothing to change, in check mode or not
     "fabric_counters": _case(lambda n: {"rails": _rails(n)}, False),

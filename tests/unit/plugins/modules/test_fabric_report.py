@@ -28,7 +28,7 @@ def test_writes_json_and_markdown_then_unchanged(tmp_path, monkeypatch):
     r = run_module(fabric_report, args, monkeypatch=monkeypatch)
     assert r["changed"] is True and not r.get("failed")
     assert r["summary"]["drifted_nodes"] == ["n1", "n3"]
-    assert r["summary"]["statuses"] == {"ok": 15, "drift": 1, "error": 0, "not_checked": 8, "not_applicable": 0}
+    assert r["summary"]["statuses"] == {"ok": 2 * len(cm.CORE) - 1, "drift": 1, "error": 0, "not_checked": len(cm.CORE), "not_applicable": 0}
     data = json.loads((tmp_path / "rep" / "drift-report.json").read_text())
     assert data["schema"] == "gpufabric.drift/v2"
     assert data["nodes"]["n1"]["concerns"]["sysctl"]["status"] == "drift"
@@ -51,7 +51,7 @@ def test_fix_run(tmp_path, monkeypatch):
 
 def test_managed_concerns_option(tmp_path, monkeypatch):
     args = {"nodes": {"n1": {"concerns": statuses()}}, "dest": str(tmp_path),
-            "managed_concerns": ["cmdline", "acs", "dcb", "rdma_cm", "sysctl", "routing", "nccl", "persistence",
+            "managed_concerns": ["cmdline", "acs", "dcb", "rdma_cm", "ecn", "sysctl", "routing", "nccl", "persistence",
                                  "gds"]}
     r = run_module(fabric_report, args, monkeypatch=monkeypatch)
     assert r["report"]["nodes"]["n1"]["concerns"]["gds"]["status"] == "not_checked"
