@@ -460,6 +460,7 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
     rail_res, all_drift, ran = [], [], []
     for netdev, driver, apptrust in probes:
         res = {"rail": netdev, "driver": driver, "apptrust_supported": apptrust, "before": None, "after": None,
+               "dcbx_error": None,
                "commands": [], "changes": [], "error": None, "_drift": [], "_ok": 0}
         rail_res.append(res)
         if netdev in read_errors:
