@@ -46,7 +46,8 @@ from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysr
 
 # Validation and planning live in dcb_plan.py (plain functions, no I/O); re-exported here.
 from ansible_collections.gpufabric.node.plugins.module_utils.dcb_plan import (  # noqa: F401  # pylint: disable=unused-import
-    CONCERN, DCBX_CHOICES, DEFAULT_DCBX, DEFAULT_DSCP_MAP, DEFAULT_OTHER_APP, DEFAULT_PFC_PRIORITIES, MLX5_DRIVERS, OTHER_APP_CHOICES,
+    CONCERN, DCBX_CHOICES, DEFAULT_DCBX, DEFAULT_DSCP_MAP, DEFAULT_OTHER_APP, DEFAULT_PFC_PRIORITIES, MLX5_DRIVERS,
+    OTHER_APP_CHOICES,
     OTHER_SELECTORS, TRUST_CHOICES, TSA_CHOICES, DcbValidationError, normalize_desired, plan_rail)
 from ansible_collections.gpufabric.node.plugins.module_utils.dcb_plan import dscp_value as _dscp_value
 

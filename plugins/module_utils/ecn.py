@@ -299,9 +299,8 @@ def apply_ecn(sysroot, rails, desired, check_mode):
             msg = str(e) if isinstance(e, EcnError) else "rail %s: %s" % (rail, e)
             entry["error"] = msg
             out["errors"].append(msg)
-            out["results"].append(results.result(rail, results.FAILED, msg,
-                                                  [results.change(d["key"], d["current"], d["desired"])
-                                                   for d in drift] if entry["after"] else []))
+            changes = [results.change(d["key"], d["current"], d["desired"]) for d in drift] if entry["after"] else []
+            out["results"].append(results.result(rail, results.FAILED, msg, changes))
         out["rails"].append(entry)
     return out
 
