@@ -46,6 +46,7 @@ CONCERNS = (
     dict(name="acs", title="PCIe ACS", role="pcie_acs", core=True),
     dict(name="dcb", title="DCB (trust, DSCP map, PFC)", role="roce_qos", core=True),
     dict(name="rdma_cm", title="rdma_cm ToS", role="roce_qos", core=True),
+    dict(name="ecn", title="ECN/DCQCN", role="roce_qos", core=True),
     dict(name="sysctl", title="Rail sysctls", role="rail_network", core=True),
     dict(name="routing", title="Rail routing", role="rail_network", core=True),
     dict(name="mtu", title="Rail MTU", role="rail_network", core=True),

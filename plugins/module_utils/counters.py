@@ -13,8 +13,12 @@ mlx5 facts this code relies on (DESIGN.md section 3):
 
 Acceptance (seed 000, "the lossless class has to match at every hop"): an incast test (several senders, one
 receiver) must show the traffic in the lossless priority on the senders' tx and the receiver's rx counters,
-priority 0 flat, and pause frames while the receiver's link is congested. Storage traffic is checked on the
-receive side too because the array marks its own return traffic.
+priority 0 flat, and a congestion signal while the receiver's link is congested: pause frames (PFC acted) or ECN
+activity (DCQCN acted: RoCE packets received CE-marked and CNPs sent, read from the RDMA port's ``hw_counters``,
+drivers/infiniband/hw/mlx5/counters.c ``np_ecn_marked_roce_packets np_cnp_sent rp_cnp_handled rp_cnp_ignored``).
+DCQCN working well keeps the switch queue below the pause threshold, so an incast with ECN/CNP activity and no
+pause passes; one with neither fails. Storage traffic is checked on the receive side too because the array marks
+its own return traffic.
 
 Plain Python, no Ansible imports; ``run(argv) -> (rc, out, err)`` is injected.
 This file is private to the collection: no stable API is promised.
@@ -43,6 +47,8 @@ DEFAULT_FLAT_TOLERANCE = 1 << 20
 _LINE = re.compile(r"^\s*([A-Za-z0-9_.\-\[\]]+):\s+(-?\d+)\s*\Z")
 _PRIO = re.compile(r"^(rx|tx)_prio([0-7])_(bytes|packets|discards|pause|pause_duration)\Z")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.\-:]{1,15}\Z")
+# the RDMA port's congestion counters (/sys/class/infiniband/<dev>/ports/<n>/hw_counters/)
+CC_COUNTERS = ("np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored")
 
 
 class CountersError(ValueError):
@@ -101,10 +107,34 @@ def validate_rails(rails):
         seen.add(r)
 
 
-def snapshot(run, rails, clock=time.time):
-    """Read ``ethtool -S`` once per rail; raises CountersError naming the rail on failure."""
+def rdma_counters(sysroot, ports):
+    """({counter: int} summed over the rail's RDMA ports, None) or (None, why not) for ``CC_COUNTERS``."""
+    if not ports:
+        return None, "no RDMA device port behind the rail"
+    out = dict((k, 0) for k in CC_COUNTERS)
+    for ibdev, port in ports:
+        base = "/sys/class/infiniband/%s/ports/%s/hw_counters" % (ibdev, port)
+        for k in CC_COUNTERS:
+            raw = sysroot.read("%s/%s" % (base, k))
+            if raw is None:
+                return None, "cannot read %s/%s" % (base, k)
+            try:
+                out[k] += int(raw)
+            except ValueError:
+                return None, "unexpected content %r in %s/%s" % (raw, base, k)
+    return out, None
+
+
+def snapshot(run, rails, clock=time.time, sysroot=None):
+    """Read ``ethtool -S`` once per rail, and with ``sysroot`` the RDMA port's congestion counters (``rdma``, or
+    ``rdma_error`` saying why they could not be read); raises CountersError naming the rail on failure."""
     validate_rails(rails)
     out = {"schema": SCHEMA_SNAPSHOT, "time": clock(), "rails": {}}
+    ports = {}
+    if sysroot is not None:
+        from ansible_collections.gpufabric.node.plugins.module_utils import topology_rails
+        for r in topology_rails.list_rails(sysroot):
+            ports.setdefault(r["netdev"], []).append((r["ibdev"], r["port"]))
     for rail in rails:
         rc, stdout, stderr = run(["ethtool", "-S", rail])
         if rc != 0:
@@ -115,7 +145,22 @@ def snapshot(run, rails, clock=time.time):
             raise CountersError("ethtool -S %s shows no per-priority counters (rx_prio0_bytes ...): is it an mlx5 "
                                 "port?" % rail)
         out["rails"][rail] = {"prio": prio, "pfc_counters": pfc}
+        if sysroot is not None:
+            cc, why = rdma_counters(sysroot, ports.get(rail))
+            out["rails"][rail]["rdma"] = cc
+            if why:
+                out["rails"][rail]["rdma_error"] = why
     return out
+
+
+def _rdma_delta(b, a):
+    """(delta, reset) of the congestion counters, None when either snapshot has none."""
+    if not isinstance((b or {}).get("rdma"), dict) or not isinstance((a or {}).get("rdma"), dict):
+        return None, False
+    d = dict((k, int(a["rdma"].get(k, 0)) - int(b["rdma"].get(k, 0))) for k in CC_COUNTERS)
+    if any(v < 0 for v in d.values()):
+        return dict((k, int(a["rdma"].get(k, 0))) for k in CC_COUNTERS), True
+    return d, False
 
 
 def _check_snapshot(snap, what):
@@ -152,6 +197,10 @@ def delta(before, after):
             prio = dict((p, dict((f, int(a["prio"].get(p, {}).get(f, 0))) for f in FIELDS)) for p in prio)
         rails[rail] = {"prio": prio, "pfc_counters": a.get("pfc_counters", []), "reset": reset,
                        "missing_before": False}
+        cc, cc_reset = _rdma_delta(b, a)
+        if cc is not None:
+            rails[rail]["rdma"] = cc
+            rails[rail]["rdma_reset"] = cc_reset
     for rail in before["rails"]:
         if rail not in after["rails"]:
             rails[rail] = {"prio": None, "pfc_counters": [], "reset": False, "missing_after": True}
@@ -286,6 +335,8 @@ def evaluate(plan, deltas, priority=3, min_bytes=DEFAULT_MIN_BYTES, flat_toleran
     for entry in plan:
         rows = []
         pause_total = 0
+        cc_total = dict((k, 0) for k in CC_COUNTERS)
+        cc_read = 0
         senders = [p for p in entry["participants"] if p["role"] == "sender"]
         culprits = []
         for part in entry["participants"]:
@@ -305,15 +356,29 @@ def evaluate(plan, deltas, priority=3, min_bytes=DEFAULT_MIN_BYTES, flat_toleran
                 row["bytes_in_priority0"] = bytes_in(rd, d, 0)
                 row["pauses"] = pauses(rd, priority)
                 pause_total += sum(row["pauses"].values())
+                if isinstance(rd.get("rdma"), dict) and not rd.get("rdma_reset"):
+                    row["congestion"] = dict((k, int(rd["rdma"].get(k, 0))) for k in CC_COUNTERS)
+                    cc_read += 1
+                    for k in CC_COUNTERS:
+                        cc_total[k] += row["congestion"][k]
             if fails and role == "sender":
                 culprits.append(host)
             rows.append(row)
         incast = len(senders) >= 2
         rail_fail = []
-        if expect_pause and incast and pause_total == 0:
+        # DCQCN acted: the NP saw CE-marked RoCE packets and sent CNPs
+        ecn_acted = cc_total["np_ecn_marked_roce_packets"] > 0 and cc_total["np_cnp_sent"] > 0
+        if expect_pause and incast and pause_total == 0 and not ecn_acted:
+            if cc_read == 0:
+                why = "PFC did not act (the ECN/CNP counters could not be read)"
+            elif cc_total["np_ecn_marked_roce_packets"] > 0:
+                why = ("PFC did not act, and %d CE-marked packets drew no CNP: the notification point is off"
+                       % cc_total["np_ecn_marked_roce_packets"])
+            else:
+                why = "no ECN mark and no CNP either: neither PFC nor DCQCN acted"
             rail_fail.append({"reason": "no_pause_under_incast",
                               "detail": "%d senders into one receiver and no pause frame in priority %d on any "
-                                        "participant: PFC did not act" % (len(senders), int(priority))})
+                                        "participant: %s" % (len(senders), int(priority), why)})
         for row in rows:
             if row["failures"]:
                 hint = _hint(row["role"], row["failures"])
@@ -330,7 +395,8 @@ def evaluate(plan, deltas, priority=3, min_bytes=DEFAULT_MIN_BYTES, flat_toleran
             failures.append({"rail": entry["rail"], "host": None, "netdev": None, "role": None,
                              "reasons": [f["reason"]], "message": "rail %s: %s" % (entry["rail"], f["detail"])})
         rails.append({"rail": entry["rail"], "ok": not rail_fail and all(r["ok"] for r in rows), "incast": incast,
-                      "pause_frames": pause_total, "participants": rows, "failures": rail_fail})
+                      "pause_frames": pause_total, "participants": rows, "failures": rail_fail,
+                      "congestion": dict(cc_total, read=cc_read, ecn_acted=ecn_acted)})
     return {
         "schema": SCHEMA_ACCEPTANCE,
         "ok": not failures,
@@ -348,16 +414,20 @@ def to_markdown(result, title="gpufabric fabric acceptance"):
              "%s: lossless priority %d, %d rail(s), %d failure(s)."
              % ("PASS" if result["ok"] else "FAIL", result["priority"], len(result["rails"]),
                 len(result["failures"])), "",
-             "| rail | host | netdev | role | prio %d | prio 0 | pauses rx/tx | verdict |" % result["priority"],
-             "|---|---|---|---|---|---|---|---|"]
+             "| rail | host | netdev | role | prio %d | prio 0 | pauses rx/tx | ECN marked/CNP sent/CNP handled "
+             "| verdict |" % result["priority"],
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in result["rails"]:
         for p in r["participants"]:
             pz = p.get("pauses") or {}
-            lines.append("| %s | %s | %s | %s | %s | %s | %s/%s | %s |" % (
+            cz = p.get("congestion")
+            cc = "%d/%d/%d" % (cz["np_ecn_marked_roce_packets"], cz["np_cnp_sent"], cz["rp_cnp_handled"]) if cz \
+                else "-"
+            lines.append("| %s | %s | %s | %s | %s | %s | %s/%s | %s | %s |" % (
                 r["rail"], p["host"], p["netdev"], p["role"],
                 human_bytes(p["bytes_in_priority"]) if "bytes_in_priority" in p else "-",
                 human_bytes(p["bytes_in_priority0"]) if "bytes_in_priority0" in p else "-",
-                pz.get("rx_pause", "-"), pz.get("tx_pause", "-"),
+                pz.get("rx_pause", "-"), pz.get("tx_pause", "-"), cc,
                 "ok" if p["ok"] else "FAIL: " + ", ".join(f["reason"] for f in p["failures"])))
     if result["failures"]:
         lines.extend(["", "## Failures", ""])

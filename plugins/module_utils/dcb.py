@@ -40,12 +40,14 @@ import os
 import re
 import tempfile
 
+from ansible_collections.gpufabric.node.plugins.module_utils import dcbx as dcbx_mode
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 # Validation and planning live in dcb_plan.py (plain functions, no I/O); re-exported here.
 from ansible_collections.gpufabric.node.plugins.module_utils.dcb_plan import (  # noqa: F401  # pylint: disable=unused-import
-    CONCERN, DEFAULT_DSCP_MAP, DEFAULT_OTHER_APP, DEFAULT_PFC_PRIORITIES, MLX5_DRIVERS, OTHER_APP_CHOICES,
+    CONCERN, DCBX_CHOICES, DEFAULT_DCBX, DEFAULT_DSCP_MAP, DEFAULT_OTHER_APP, DEFAULT_PFC_PRIORITIES, MLX5_DRIVERS,
+    OTHER_APP_CHOICES,
     OTHER_SELECTORS, TRUST_CHOICES, TSA_CHOICES, DcbValidationError, normalize_desired, plan_rail)
 from ansible_collections.gpufabric.node.plugins.module_utils.dcb_plan import dscp_value as _dscp_value
 
@@ -241,13 +243,29 @@ def probe_apptrust(run, netdev, driver, version):
     return True
 
 
-def _read_objects(netdev, with_ets, apptrust):
+def _read_objects(netdev, with_ets, apptrust, with_dcbx=False):
     objs = [("app", netdev), ("pfc", netdev)]
     if with_ets:
         objs.append(("ets", netdev))
     if apptrust:
         objs.append(("apptrust", netdev))
+    if with_dcbx:
+        objs.append(("dcbx", netdev))
     return objs
+
+
+class _Unreadable(object):
+    """An object the driver does not answer (``dcbx`` of a driver without getdcbx): not an error of the rail."""
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _dcbx_query(run, netdev):
+    rc, out, err = _run(run, ["dcb", "-j", "dcbx", "show", "dev", netdev])
+    if rc != 0:
+        return _Unreadable("dcb dcbx show dev %s failed (rc=%s): %s" % (netdev, rc, (err or out or "").strip()))
+    return out
 
 
 def _rail_state(parsed):
@@ -255,14 +273,24 @@ def _rail_state(parsed):
     pfc = parse_pfc(parsed["pfc"])
     ets = parse_ets(parsed["ets"]) if "ets" in parsed else None
     order = parse_apptrust(parsed["apptrust"]) if "apptrust" in parsed else None
-    return {"app": app, "pfc": pfc, "ets": ets, "apptrust": order, "trust": trust_of(app, order)}
+    st = {"app": app, "pfc": pfc, "ets": ets, "apptrust": order, "trust": trust_of(app, order)}
+    if "dcbx" in parsed:
+        st["dcbx"], st["dcbx_error"] = None, None
+        if isinstance(parsed["dcbx"], _Unreadable):
+            st["dcbx_error"] = parsed["dcbx"].error
+        else:
+            try:
+                st["dcbx"] = dcbx_mode.parse(parsed["dcbx"])
+            except dcbx_mode.DcbxError as e:
+                st["dcbx_error"] = str(e)
+    return st
 
 
-def read_rail(run, netdev, with_ets=False, apptrust=False):
+def read_rail(run, netdev, with_ets=False, apptrust=False, with_dcbx=False):
     """Current DCB state of one rail: one dcb process per object."""
     parsed = {}
-    for obj, dev in _read_objects(netdev, with_ets, apptrust):
-        parsed[obj] = _query(run, ["dcb", "-j", obj, "show", "dev", dev])
+    for obj, dev in _read_objects(netdev, with_ets, apptrust, with_dcbx):
+        parsed[obj] = _dcbx_query(run, dev) if obj == "dcbx" else _query(run, ["dcb", "-j", obj, "show", "dev", dev])
     return _rail_state(parsed)
 
 
@@ -290,8 +318,8 @@ _BATCH_DEFECT = "Attribute not found"
 
 def _batch_lines(rails_objects):
     lines = []
-    for netdev, with_ets, apptrust in rails_objects:
-        lines.extend(_read_objects(netdev, with_ets, apptrust))
+    for ro in rails_objects:
+        lines.extend(_read_objects(*ro))
     return lines
 
 
@@ -336,8 +364,9 @@ def read_rails(run, rails_objects, need_version):
         texts = []
     known = dict(zip(lines, texts))
     states = {}
-    for netdev, with_ets, apptrust in rails_objects:
-        objects = _read_objects(netdev, with_ets, apptrust)
+    for ro in rails_objects:
+        netdev = ro[0]
+        objects = _read_objects(*ro)
         parsed = dict((obj, known.get((obj, dev))) for obj, dev in objects)
         if all(parsed.values()):
             try:
@@ -347,7 +376,9 @@ def read_rails(run, rails_objects, need_version):
                 pass
         reread = all(parsed.values())   # the batch answered every object of this rail, but they did not parse
         for obj, dev in objects:
-            if reread or parsed[obj] is None:
+            if obj == "dcbx" and (reread or parsed[obj] is None):
+                parsed[obj] = _dcbx_query(run, dev)
+            elif reread or parsed[obj] is None:
                 parsed[obj] = _query(run, ["dcb", "-j", obj, "show", "dev", dev])
         states[netdev] = _rail_state(parsed)
     return states
@@ -424,20 +455,29 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
         # mlx5 never has apptrust: no version query, no probe
         apptrust = driver not in MLX5_DRIVERS and probe_apptrust(run, netdev, driver, need_version())
         probes.append((netdev, driver, apptrust))
-    current, read_errors = _read_each(run, [(n, with_ets, a) for n, _d, a in probes], need_version)
+    # DCBX mode read with the rest (a driver without getdcbx does not answer it: not readable, not a rail error)
+    with_dcbx = want["dcbx"] != dcbx_mode.KEEP
+    current, read_errors = _read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes], need_version)
     rail_res, all_drift, ran = [], [], []
     for netdev, driver, apptrust in probes:
         res = {"rail": netdev, "driver": driver, "apptrust_supported": apptrust, "before": None, "after": None,
+               "dcbx_error": None,
                "commands": [], "changes": [], "error": None, "_drift": [], "_ok": 0}
         rail_res.append(res)
         if netdev in read_errors:
             res["error"] = "reading the DCB state of rail %s failed: %s" % (netdev, read_errors[netdev])
             continue
         res["commands"], res["_drift"] = plan_rail(netdev, current[netdev], want, driver=driver, apptrust=apptrust)
+        # the host takes DCB over first, so that the firmware's LLDP agent cannot replace what follows
+        mode, res["dcbx_error"] = current[netdev].get("dcbx"), current[netdev].get("dcbx_error")
+        cmds, items = dcbx_mode.plan(netdev, mode, want["dcbx"])
+        res["commands"], res["_drift"] = cmds + res["commands"], items + res["_drift"]
         res["before"] = summarize(current[netdev], want)
+        res["before"]["dcbx"] = " ".join(mode["flags"]) if mode else None
         all_drift.extend(res["_drift"])
         if check_mode:
             res["after"] = _predicted(current[netdev], want) if res["commands"] else res["before"]
+            res["after"]["dcbx"] = " ".join(dcbx_mode.DESIRED_FLAGS) if cmds else res["before"]["dcbx"]
             res["changes"] = results.from_drift(netdev, res["_drift"])["changes"]
             continue
         for argv in res["commands"]:
@@ -449,15 +489,18 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
                 break
             res["_ok"] += 1
     touched = [r for r in rail_res if not check_mode and r["commands"] and r["before"] is not None]
-    after_all, after_errors = _read_each(run, [(r["rail"], with_ets, r["apptrust_supported"]) for r in touched],
-                                         need_version)
+    after_all, after_errors = _read_each(run, [(r["rail"], with_ets, r["apptrust_supported"], with_dcbx)
+                                               for r in touched], need_version)
     for res in touched:
         netdev = res["rail"]
         if netdev in after_errors:
             res["error"] = res["error"] or "reading rail %s back failed: %s" % (netdev, after_errors[netdev])
             continue
         left = plan_rail(netdev, after_all[netdev], want, driver=res["driver"], apptrust=res["apptrust_supported"])[1]
+        mode = after_all[netdev].get("dcbx")
+        left = dcbx_mode.plan(netdev, mode, want["dcbx"])[1] + left
         res["after"] = summarize(after_all[netdev], want)
+        res["after"]["dcbx"] = " ".join(mode["flags"]) if mode else None
         res["changes"] = _changes(res["_drift"], left)
         if left and not res["error"]:
             res["error"] = "rail %s does not read back as configured after %s: %s" % (

@@ -47,6 +47,9 @@ TRUST_CHOICES = ("dscp", "pcp")
 TSA_CHOICES = ("strict", "cbs", "ets", "vendor")
 OTHER_APP_CHOICES = ("keep", "remove")
 DEFAULT_OTHER_APP = "keep"
+# DCBX ownership (dcbx.py): host makes the host the owner in IEEE mode, keep leaves the mode alone
+DCBX_CHOICES = ("host", "keep")
+DEFAULT_DCBX = "host"
 MLX5_DRIVERS = ("mlx5_core",)
 CONCERN = "dcb"
 DSCP_COUNT = 64
@@ -160,7 +163,7 @@ def normalize_desired(desired):
     """Validate the desired configuration (option-shaped, JSON-friendly) and normalise it.
 
     ``desired``: {"dscp_map": [{"dscp", "priority"}] or None, "pfc_priorities": [int] or None,
-    "trust": "dscp"|"pcp", "ets": dict or None, "other_app_entries": "keep"|"remove"}. Missing
+    "trust": "dscp"|"pcp", "ets": dict or None, "other_app_entries": "keep"|"remove", "dcbx": "host"|"keep"}. Missing
     keys take the defaults. Returns {"dscp_map": {dscp: prio}, "pfc": [sorted prios], "trust": str,
     "ets": dict or None, "other_app_entries": str}.
     """
@@ -168,7 +171,7 @@ def normalize_desired(desired):
         desired = {}
     if not isinstance(desired, dict):
         raise DcbValidationError("desired DCB configuration must be a dict")
-    unknown = set(desired) - {"dscp_map", "pfc_priorities", "trust", "ets", "other_app_entries"}
+    unknown = set(desired) - {"dscp_map", "pfc_priorities", "trust", "ets", "other_app_entries", "dcbx"}
     if unknown:
         raise DcbValidationError("unknown DCB settings: %s" % ", ".join(sorted(unknown)))
     trust = desired.get("trust") or "dscp"
@@ -187,8 +190,11 @@ def normalize_desired(desired):
     if trust == "pcp" and dscp_map:
         raise DcbValidationError("trust pcp cannot be combined with dscp_map entries: PCP trust "
                                  "means the port ignores DSCP; give an empty dscp_map")
+    dcbx = desired.get("dcbx") or DEFAULT_DCBX
+    if dcbx not in DCBX_CHOICES:
+        raise DcbValidationError("dcbx must be one of %s, not %r" % (", ".join(DCBX_CHOICES), dcbx))
     return {"dscp_map": dscp_map, "pfc": _check_pfc(desired.get("pfc_priorities")),
-            "trust": trust, "ets": _check_ets(desired.get("ets")), "other_app_entries": other}
+            "trust": trust, "ets": _check_ets(desired.get("ets")), "other_app_entries": other, "dcbx": dcbx}
 
 
 # ----------------------------------------------------------------------------------------------

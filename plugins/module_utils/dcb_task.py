@@ -31,6 +31,7 @@ ARGUMENT_SPEC = dict(
     pfc_priorities=dict(type="list", elements="int", default=[3]),
     trust=dict(type="str", choices=["dscp", "pcp"], default="dscp"),
     other_app_entries=dict(type="str", choices=list(dcb.OTHER_APP_CHOICES), default=dcb.DEFAULT_OTHER_APP),
+    dcbx=dict(type="str", choices=list(dcb.DCBX_CHOICES), default=dcb.DEFAULT_DCBX),
     ets=dict(type="dict", options=dict(
         tc_tsa=dict(type="list", elements="str", required=True),
         tc_bw=dict(type="list", elements="int", required=True),
@@ -52,7 +53,7 @@ def run(module, sysroot=None):
     desired = {"dscp_map": p["dscp_map"], "pfc_priorities": p["pfc_priorities"],
                "trust": p["trust"], "ets": p["ets"]}
     # other_app_entries goes to apply_dcb; the recorded state (state.py) does not hold it yet
-    want = dict(desired, other_app_entries=p["other_app_entries"])
+    want = dict(desired, other_app_entries=p["other_app_entries"], dcbx=p["dcbx"])
     conflicts = desired_state.contradictions(
         {"trust": p["trust"], "pfc_priorities": p["pfc_priorities"],
          "dscp_map": p["dscp_map"] if p["dscp_map"] is not None else

@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles, topology
+from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles, qos_facts, topology
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 ARGUMENT_SPEC = dict(gather_subset=dict(type="list", elements="str", default=["all"]))
@@ -32,6 +32,14 @@ def run(module, sysroot=None):
         facts = topology.discover(sysroot, module.params["gather_subset"])
     except (OSError, IOError, ValueError) as e:
         module.fail_json(msg="GPU fabric discovery failed: %s" % e)
+    if "qos" in topology.normalize_subset(module.params["gather_subset"]):
+        if "rails" not in facts:
+            facts["rails"] = topology.discover(sysroot, ["rails"])["rails"]
+
+        def run(argv):
+            return module.run_command(list(argv), environ_update={"LC_ALL": "C", "LANG": "C"})
+
+        qos_facts.annotate(sysroot, facts["rails"], run, lambda name: module.get_bin_path(name))
     profile, why = os_profiles.detect(sysroot)
     facts["os_profile"] = os_profiles.facts(profile) if profile else None
     facts["os_profile_reason"] = why

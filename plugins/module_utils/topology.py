@@ -113,7 +113,8 @@ ibdev_to_netdev = topology_rails.ibdev_to_netdev
 GPU_MODELS = topology_pairing.GPU_MODELS
 pair_gpus = topology_pairing.pair_gpus
 
-SUBSETS = ("pci", "rails", "numa", "gpu_driver", "fabric_manager", "iommu", "nvidia_fs")
+# qos: the rails' ECN/DCBX/firmware LLDP facts, which need commands: gpufabric_facts adds them (qos_facts.py)
+SUBSETS = ("pci", "rails", "numa", "gpu_driver", "fabric_manager", "iommu", "nvidia_fs", "qos")
 
 _FM_COMM = "nv-fabricmanage"   # /proc/<pid>/comm holds 15 characters of "nv-fabricmanager"
 _IOMMU_CMDLINE = re.compile(r"^(iommu|intel_iommu|amd_iommu|iommu\.[a-z_]+)=")

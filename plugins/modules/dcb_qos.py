@@ -94,6 +94,19 @@ options:
     type: str
     choices: [dscp, pcp]
     default: dscp
+  dcbx:
+    description:
+      - Who owns DCB on the rail. C(host) makes the host the owner in IEEE mode (C(dcb dcbx set dev X host ieee)), so
+        that neither a switch's DCBX nor the NIC firmware's LLDP agent can replace PFC and trust; a rail whose mode
+        lacks C(host) or C(ieee), or has C(lld-managed), is drift (key C(dcbx)). A C(cee) bit beside C(host ieee) is
+        left alone (mlx5 reports it after every driver load). The host takes over first, before the other commands.
+      - On mlx5 a rail the host does not own shows C(cee ieee) (the firmware's DCBX agent is in charge); the driver
+        refuses C(lld-managed). A driver that does not answer C(dcb dcbx show) is left alone (RV(rails[].dcbx_error)
+        says why).
+      - C(keep) leaves the DCBX mode alone.
+    type: str
+    choices: [host, keep]
+    default: host
   ets:
     description:
       - ETS configuration. Left alone when omitted.
@@ -202,8 +215,12 @@ rails:
       description: Whether dcb apptrust works on this rail.
       type: bool
     before:
-      description: State read before applying (trust, dscp_prio of the requested DSCPs, dscp_entries, pfc, ets).
+      description: State read before applying (trust, dscp_prio of the requested DSCPs, dscp_entries, pfc, ets, dcbx:
+        the DCBX flags as C(dcb dcbx show) prints them, null when not read).
       type: dict
+    dcbx_error:
+      description: Why the DCBX mode of the rail could not be read (the driver has no getdcbx); null otherwise.
+      type: str
     after:
       description: State read back after applying (in check mode, the predicted state).
       type: dict
@@ -255,7 +272,7 @@ concerns:
   sample: {"dcb": {"status": "ok", "reason": "corrected 2 item(s)", "items": [], "corrected": true}}
 drift:
   description:
-    - Deviations found before applying, one per rail and key (trust, dscp_prio:<dscp>, pfc, ets; with
+    - Deviations found before applying, one per rail and key (dcbx, trust, dscp_prio:<dscp>, pfc, ets; with
       I(other_app_entries=remove) also <selector>_prio:<pid> such as ethtype_prio:0x8915, port_prio:4791, pcp_prio:3nd
       and default_prio).
     - An extra DSCP in a lossless priority has C(desired) null (no entry), or the priorities it keeps on a generic

@@ -15,7 +15,9 @@ version_added: 0.1.0
 description:
   - B(Snapshot mode) (O(rails)) reads C(ethtool -S) once per rail (C locale) and returns the mlx5 per-priority
     counters C(rx_prio{p}_bytes|packets|discards), C(tx_prio{p}_bytes|packets) and, for priorities with PFC
-    enabled, C(rx_prio{p}_pause) and C(tx_prio{p}_pause). Given O(previous) (the snapshot of an earlier call), it
+    enabled, C(rx_prio{p}_pause) and C(tx_prio{p}_pause), and the congestion counters of the rail's RDMA port
+    (C(/sys/class/infiniband/<dev>/ports/<n>/hw_counters/) C(np_ecn_marked_roce_packets), C(np_cnp_sent),
+    C(rp_cnp_handled), C(rp_cnp_ignored)). Given O(previous) (the snapshot of an earlier call), it
     also returns the increase since then, and with O(role) the verdict of each rail for that role.
   - B(Evaluate mode) (O(plan) and O(deltas)) runs no command; it judges a whole incast test from the deltas of all
     participants, normally on the controller. Every participant's rail must carry at least O(min_bytes) in
@@ -65,7 +67,11 @@ options:
     type: int
     default: 1048576
   expect_pause:
-    description: Require pause frames on rails where two or more senders share one receiver (incast).
+    description:
+      - Require a congestion signal on rails where two or more senders share one receiver (incast) - pause frames
+        in O(priority) on any participant, or ECN activity (CE-marked RoCE packets received and CNPs sent, summed
+        over the participants' RDMA ports), since DCQCN that works keeps the queue below the pause threshold. A rail
+        with neither fails (C(no_pause_under_incast)).
     type: bool
     default: true
 attributes:
@@ -115,11 +121,12 @@ EXAMPLES = r"""
 RETURN = r"""
 snapshot:
   description: Snapshot mode. C({schema, time, rails{netdev{prio{"0".."7"{rx_bytes, rx_packets, rx_discards, tx_bytes,
-    tx_packets, rx_pause, tx_pause, ...}}, pfc_counters}}}).
+    tx_packets, rx_pause, tx_pause, ...}}, pfc_counters, rdma{np_ecn_marked_roce_packets, np_cnp_sent,
+    rp_cnp_handled, rp_cnp_ignored} (null with C(rdma_error) when unreadable)}}}).
   returned: when O(rails) is given
   type: dict
 delta:
-  description: Increase since O(previous), same shape plus C(reset) per rail and C(interval_s).
+  description: Increase since O(previous), same shape plus C(reset) (and C(rdma_reset)) per rail and C(interval_s).
   returned: when O(previous) is given
   type: dict
 verdict:
@@ -129,7 +136,9 @@ verdict:
   type: dict
 acceptance:
   description: Evaluate mode. C({ok, priority, rails[{rail, ok, incast, pause_frames, participants[{host, netdev,
-    role, ok, failures, hint, bytes_in_priority, bytes_in_priority0, pauses}], failures}], failures[{rail, host,
+    role, ok, failures, hint, bytes_in_priority, bytes_in_priority0, pauses, congestion}], failures,
+    congestion{np_ecn_marked_roce_packets, np_cnp_sent, rp_cnp_handled, rp_cnp_ignored, read, ecn_acted}}],
+    failures[{rail, host,
     netdev, role, reasons, message}], failed["host/netdev"]}).
   returned: when O(plan) is given
   type: dict
@@ -141,6 +150,7 @@ markdown:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils import counters, inputs
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 
 def main():
@@ -182,7 +192,7 @@ def main():
 
     try:
         counters.validate_rails(p["rails"])
-        snap = counters.snapshot(run, p["rails"])
+        snap = counters.snapshot(run, p["rails"], sysroot=Sysroot())
     except counters.CountersError as e:
         module.fail_json(msg=str(e))
     out = dict(changed=False, snapshot=snap)

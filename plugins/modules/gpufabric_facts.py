@@ -39,7 +39,9 @@ options:
       - What to discover. C(all) is everything; C(pci) GPUs, NVSwitches, NICs, the relation matrix, the pairing and
         the path bridges; C(rails) the RDMA ports; C(numa) the NUMA nodes; C(gpu_driver) the NVIDIA kernel module
         flavour; C(fabric_manager) whether Fabric Manager is needed and running; C(iommu) the IOMMU mode in force;
-        C(nvidia_fs) the nvidia-fs module.
+        C(nvidia_fs) the nvidia-fs module; C(qos) adds to each rail (of a PF, bond or subfunction) its ECN/DCQCN
+        state per priority (C(ecn)), who owns DCB (C(dcbx), from C(dcb -j dcbx show)) and the NIC firmware's
+        LLDP/DCBX settings (C(firmware_dcbx), from C(mlxconfig) where installed); C(qos) implies C(rails).
       - Prefix a name with C(!) to leave it out (C(['all', '!pci'])).
     type: list
     elements: str
@@ -201,7 +203,14 @@ ansible_facts:
               C(dev_port) is the netdev's port number on its function (dual-port functions). C(phys_netdevs) are the
               netdevs of PCI functions the rail's netdev stands for (itself, or a bond's slaves); per-port settings
               such as DCB/PFC belong on them, not on a bond.
-          returned: when C(rails) gathered
+            - With C(qos) gathered, C(ecn) (C(source) sysfs (MLNX_OFED/DOCA), debugfs (inbox mlx5 cc_params) or null
+              with C(reason); C(priorities) C({"0".."7": {np, rp}}) with null where the driver does not expose it;
+              C(np_enabled), C(rp_enabled), C(cnp_dscp), C(cnp_priority), C(cnp_priority_mode); C(error) when
+              unreadable), C(dcbx) (C(owner) host or lld-managed, C(flags) as C(dcb dcbx show) prints them,
+              C(versions), C(error) when not read) and C(firmware_dcbx) (C(status) ok, or not_checked with the
+              C(reason) when C(mlxconfig) is missing or fails: the settings could not be read; C(settings) such as
+              C(LLDP_NB_DCBX_P1)).
+          returned: when C(rails) or C(qos) gathered
           type: list
           elements: dict
           sample: [{"netdev": "ens1np0", "ibdev": "mlx5_0", "port": 1, "link_layer": "Ethernet",

@@ -117,3 +117,51 @@ def test_wrong_dscp_on_one_sender_rail_fails_naming_it(fleet):
     rcv = [f for f in inc["failures"] if f["host"] == "rcv"][0]
     assert rcv["reasons"] == ["priority0_not_flat"] and "traffic from snd2" in rcv["message"]
     assert [r["ok"] for r in inc["rails"]] == [True, False], "the other rail still passes"
+
+
+def _switch(fleet, **kw):
+    from gpufabric_sim.emulators import perftest
+    perftest.write_switch(fleet.path, **kw)
+
+
+def test_ecn_only_incast_passes_without_pauses(fleet):
+    """The leaf marks ECN; provision enabled the NP and RP on priority 3 (roce_ecn): DCQCN keeps the queue below the
+    pause threshold, the receiver's NP sends CNPs and the senders' RPs handle them."""
+    rep = os.path.join(fleet.base, "rep-ecn")
+    _switch(fleet, pfc=True, ecn=True)
+    try:
+        rc, out = run_playbook([fleet.inventory], os.path.join(fl.REPO, "playbooks", "fabric_acceptance.yml"),
+                               extra(rep))
+    finally:
+        _switch(fleet)
+    assert rc == 0, out[-6000:]
+    inc = json.load(open(os.path.join(rep, "fabric-acceptance.json")))["incast"]
+    assert inc["ok"] is True
+    for r in inc["rails"]:
+        assert r["incast"] and r["pause_frames"] == 0
+        cong = r["congestion"]
+        assert cong["ecn_acted"] is True and cong["read"] == 3
+        assert cong["np_ecn_marked_roce_packets"] > 0 and cong["np_cnp_sent"] > 0 and cong["rp_cnp_handled"] > 0
+        rcv = [p for p in r["participants"] if p["role"] == "receiver"][0]
+        assert rcv["congestion"]["np_cnp_sent"] > 0
+    assert "ECN marked/CNP sent/CNP handled" in open(os.path.join(rep, "fabric-acceptance.md")).read()
+
+
+def test_incast_with_neither_pauses_nor_ecn_fails(fleet):
+    """The leaf neither pauses nor marks (PFC and ECN off on the switch): the incast shows no congestion signal."""
+    rep = os.path.join(fleet.base, "rep-none")
+    _switch(fleet, pfc=False, ecn=False)
+    try:
+        rc, out = run_playbook([fleet.inventory], os.path.join(fl.REPO, "playbooks", "fabric_acceptance.yml"),
+                               extra(rep))
+    finally:
+        _switch(fleet)
+    assert rc != 0, out[-6000:]
+    inc = json.load(open(os.path.join(rep, "fabric-acceptance.json")))["incast"]
+    assert inc["ok"] is False
+    assert sorted(set(f["rail"] for f in inc["failures"])) == RAILS
+    for f in inc["failures"]:
+        assert f["reasons"] == ["no_pause_under_incast"]
+        assert "neither PFC nor DCQCN acted" in f["message"]
+    for r in inc["rails"]:
+        assert r["pause_frames"] == 0 and r["congestion"]["read"] == 3 and not r["congestion"]["ecn_acted"]

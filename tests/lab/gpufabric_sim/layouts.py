@@ -13,6 +13,15 @@
 * ``soft_rdma: [{name: rxe0, netdev: eth0}]`` (top level): a Soft-RoCE device below
   ``/sys/devices/virtual/infiniband`` with no ``device`` link, its ``parent`` naming the netdev
   (drivers/infiniband/sw/rxe ``parent_show``), node GUID from the netdev's MAC, GID table on that netdev.
+* every mlx5 rail's RDMA port gets ``hw_counters/`` (drivers/infiniband/hw/mlx5/counters.c: the basic counters and
+  the congestion counters ``rp_cnp_ignored rp_cnp_handled np_ecn_marked_roce_packets np_cnp_sent``), all 0, mode
+  0444; the perftest emulator makes them grow.
+* ``ecn: {interface: sysfs | debugfs, enabled: [prios], cnp_dscp: N, cnp_priority: N, cnp_priority_mode: N}`` (top
+  level): the ECN/DCQCN controls of every mlx5 rail (see plugins/module_utils/ecn.py and docs/ecn.md). ``sysfs`` is
+  MLNX_OFED/DOCA's ``/sys/class/net/<if>/ecn/roce_np|roce_rp/enable/<0..7>`` (``0``/``1``), ``roce_np/cnp_dscp``,
+  ``roce_np/cnp_802p_prio``, ``min_time_between_cnps``; ``debugfs`` the inbox driver's
+  ``/sys/kernel/debug/mlx5/<bdf>/cc_params/`` (cong.c's file names, mode 0600, ``%u``). Without the key a rail has
+  neither (an inbox driver with debugfs not mounted). The values are runtime state: a reboot rebuilds them.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -42,6 +51,55 @@ def apply(b):
             _vfs(b, dev, count, bool(dev.get("vf_ibdevs", sriov.get("vf_ibdevs", False))), vf_bdfs)
     for s in t.get("soft_rdma") or []:
         _soft_rdma(b, s)
+    for r in b.rails:
+        if r.get("driver") == "mlx5_core":
+            _hw_counters(b, r)
+    if t.get("ecn"):
+        for r in b.rails:
+            if r.get("driver") == "mlx5_core":
+                _ecn(b, t["ecn"], r)
+
+
+# drivers/infiniband/hw/mlx5/counters.c: basic_q_cnts, out_of_seq_q_cnts, retrans_q_cnts, extended_err_cnts, cong_cnts
+HW_COUNTERS = ("rx_write_requests", "rx_read_requests", "rx_atomic_requests", "out_of_buffer", "out_of_sequence",
+               "duplicate_request", "rnr_nak_retry_err", "packet_seq_err", "implied_nak_seq_err",
+               "local_ack_timeout_err", "resp_local_length_error", "resp_cqe_error", "req_cqe_error",
+               "req_remote_invalid_request", "req_remote_access_errors", "resp_remote_access_errors",
+               "resp_cqe_flush_error", "req_cqe_flush_error", "rp_cnp_ignored", "rp_cnp_handled",
+               "np_ecn_marked_roce_packets", "np_cnp_sent")
+CC_PARAMS = {"rp_clamp_tgt_rate": 0, "rp_clamp_tgt_rate_ati": 1, "rp_time_reset": 300, "rp_byte_reset": 32767,
+             "rp_threshold": 1, "rp_ai_rate": 5, "rp_max_rate": 0, "rp_hai_rate": 50, "rp_min_dec_fac": 50,
+             "rp_min_rate": 0, "rp_rate_to_set_on_first_cnp": 0, "rp_dce_tcp_g": 1019, "rp_dce_tcp_rtt": 1,
+             "rp_rate_reduce_monitor_period": 4, "rp_initial_alpha_value": 1023, "rp_gd": 11,
+             "np_min_time_between_cnps": 4}
+
+
+def _hw_counters(b, r):
+    pdir = os.path.realpath(b.p("sys/class/infiniband", r["ibdev"], "ports", str(r.get("port", 1))))
+    for name in HW_COUNTERS:
+        tree._write(os.path.join(pdir, "hw_counters", name), "0\n", 0o444)
+
+
+def _ecn(b, spec, r):
+    kind = spec.get("interface")
+    enabled = set(int(p) for p in spec.get("enabled", range(8)))
+    dscp, prio = int(spec.get("cnp_dscp", 48)), int(spec.get("cnp_priority", 6))
+    if kind == "sysfs":
+        base = os.path.realpath(b.p("sys/class/net", r["netdev"]))
+        for point in ("roce_np", "roce_rp"):
+            for p in range(8):
+                tree._write(os.path.join(base, "ecn", point, "enable", str(p)), "%d\n" % (p in enabled))
+        tree._write(os.path.join(base, "ecn", "roce_np", "cnp_dscp"), "%d\n" % dscp)
+        tree._write(os.path.join(base, "ecn", "roce_np", "cnp_802p_prio"), "%d\n" % prio)
+        tree._write(os.path.join(base, "ecn", "roce_np", "min_time_between_cnps"), "4\n")
+    elif kind == "debugfs":
+        base = b.p("sys/kernel/debug/mlx5", r["bdf"], "cc_params")
+        values = dict(CC_PARAMS, np_cnp_dscp=dscp, np_cnp_prio=prio,
+                      np_cnp_prio_mode=int(spec.get("cnp_priority_mode", 1)))
+        for name, v in sorted(values.items()):
+            tree._write(os.path.join(base, name), "%d\n" % v, 0o600)
+    else:
+        raise topomod.TopologyError("ecn.interface must be sysfs or debugfs, not %r" % (kind,))
 
 
 def _ddir(b, bdf):

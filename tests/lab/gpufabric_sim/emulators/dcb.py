@@ -31,6 +31,8 @@ It models dcbnl plus the driver's callbacks:
 * ``other``: the generic dcbnl APP table (several priorities per selector/protocol, EEXIST on
   an exact duplicate, ENOENT on deleting a missing entry) and a driver with apptrust.
 
+``dcb dcbx`` (who owns DCB: host or the firmware's LLDP agent, IEEE or CEE) is in dcb_dcbx.py.
+
 Counters (``counters`` in the state) let tests prove what was or was not touched.
 
 Faults: ``inject_fault(root, netdev, obj, "EBUSY")`` writes ``<root>/var/lib/gpufabric-sim/dcb/faults/<netdev>.json``;
@@ -201,6 +203,8 @@ def reset_device(root, netdev):
         raise KeyError("no DCB state for %s" % netdev)
     st.update(_fresh_config(st["driver"]))
     st["counters"]["resets"] += 1
+    from gpufabric_sim.emulators import dcb_dcbx
+    dcb_dcbx.reload_caps(st)
     _write_json(_dev_path(root, netdev), st)
     return st
 
@@ -210,7 +214,7 @@ def state(root, netdev):
     return _read_json(_dev_path(root, netdev))
 
 
-FAULT_OBJECTS = ("app", "pfc", "ets", "apptrust")
+FAULT_OBJECTS = ("app", "pfc", "ets", "apptrust", "dcbx")
 
 
 def _fault_path(root, netdev):
@@ -1828,7 +1832,10 @@ def _dispatch(ctx, args):
         return _cmd_ets(ctx, args[1:])
     if _is(word, "pfc"):
         return _cmd_pfc(ctx, args[1:])
-    for name in ("buffer", "dcbx", "maxrate"):
+    if _is(word, "dcbx"):
+        from gpufabric_sim.emulators import dcb_dcbx
+        return dcb_dcbx.cmd(ctx, args[1:])
+    for name in ("buffer", "maxrate"):
         if _is(word, name):
             ctx.eprint("dcb %s: not emulated by gpufabric_sim\n" % name)
             return 1

@@ -18,6 +18,15 @@ What it models, and only that, is what the real tool does to the NIC counters a 
   switch pauses the senders, so the senders' tx is accounted ``congested`` (``rx_prio{p}_pause`` grows on a sender
   whose PFC is on for that priority; without PFC the switch would drop, which no host counter shows). The
   receiver's card is not overrun (the switch delivers at most its line rate) and sends no pause.
+* The switch. ``<fleet>/switch.json`` ``{"pfc": bool, "ecn": bool}`` (default PFC on, no ECN marking; see
+  :func:`write_switch`) says what the leaf does for the lossless class. With ``ecn`` it marks CE on ECN-capable
+  packets (ToS ECT(0)/ECT(1)) of a congested queue: the receiving port's ``hw_counters/np_ecn_marked_roce_packets``
+  grows; where the receiver's notification point is enabled on the packet's priority it sends CNPs
+  (``np_cnp_sent``), which the sender handles where its reaction point is enabled (``rp_cnp_handled``, else
+  ``rp_cnp_ignored``). A sender that reacts keeps the queue below the pause threshold: no pause frames (DCQCN at
+  work). Without ``pfc`` the switch drops instead of pausing: no pause frame anywhere. NP/RP "enabled" is read from
+  MLNX_OFED's ``/sys/class/net/<if>/ecn/roce_np|roce_rp/enable/<prio>``; a rail without that file (inbox driver)
+  counts as enabled, the firmware's choice in this simulator (the host cannot read it there).
 * Rendezvous. ``ib_write_bw`` without a server address is the server: it registers a listener for its port under
   ``<root>/var/lib/gpufabric-sim/perftest/`` (an flock held for its lifetime), accepts one client and exits when
   that client is done, like perftest. While a client transfers, the server holds ``active/<netdev>/<port>.lock``;
@@ -128,6 +137,41 @@ def find_server(fleet, address):
             if str(r.get("ipv4", "")).split("/", 1)[0] == address:
                 return n["name"], n["root"], r
     return None
+
+
+def write_switch(fleet, pfc=True, ecn=False):
+    """What the simulated leaf does for the lossless class (see the module docstring)."""
+    dcb_emu._write_json(os.path.join(fleet, "switch.json"), {"pfc": bool(pfc), "ecn": bool(ecn)})
+
+
+def switch_config(fleet):
+    data = dcb_emu._read_json(os.path.join(fleet, "switch.json"), {}) if fleet else {}
+    return {"pfc": bool((data or {}).get("pfc", True)), "ecn": bool((data or {}).get("ecn", False))}
+
+
+def ecn_enabled(root, netdev, point, prio):
+    path = os.path.join(root, "sys/class/net", netdev, "ecn", "roce_" + point, "enable", str(prio))
+    try:
+        with open(path) as f:
+            return f.read().strip() == "1"
+    except (IOError, OSError):
+        return True
+
+
+def bump_hw_counter(root, ibdev, name, n, port=1):
+    """Add ``n`` to an RDMA port's hw_counters file, under the node's ethtool lock."""
+    path = os.path.join(root, "sys/class/infiniband", ibdev, "ports", str(port), "hw_counters", name)
+    if not os.path.exists(path):
+        return
+    lock = open(ethtool_emu._lock_path(root), "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with open(path) as f:
+            value = int(f.read().strip() or 0)
+        with open(path, "w") as f:
+            f.write("%d\n" % (value + n))
+    finally:
+        lock.close()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -371,6 +415,14 @@ def client(args, root, fleet, out, me):
         out.write(header(args, ibdev, tos, "client of %s (%s)" % (args.server, node)))
         out.flush()
         dscp, ack_dscp = tos >> 2, int(acc["ack_tos"]) >> 2
+        sw = switch_config(fleet)
+        ect = (tos & 3) in (1, 2)
+        tx_prio = dcb_emu.dscp_priority(dcb_emu.state(root, rail["netdev"]) or {"driver": None, "apptrust": None,
+                                                                               "apps": []}, dscp)
+        rx_prio = dcb_emu.dscp_priority(dcb_emu.state(sroot, srail["netdev"]) or {"driver": None, "apptrust": None,
+                                                                                  "apps": []}, dscp)
+        np_on = ecn_enabled(sroot, srail["netdev"], "np", rx_prio)
+        rp_on = ecn_enabled(root, rail["netdev"], "rp", tx_prio)
         total = 0
         congested_any = False
         start = time.time()
@@ -390,7 +442,17 @@ def client(args, root, fleet, out, me):
             congested_any = congested_any or congested
             pk = _packets(chunk)
             wire = chunk + pk * ROCE_HEADERS
-            ethtool_emu.inject_traffic(root, rail["netdev"], "tx", dscp, wire, pk, congested=congested)
+            marking = congested and sw["ecn"] and ect
+            # DCQCN: CE marks answered by CNPs that the sender acts on keep the queue below the pause threshold
+            paused = congested and sw["pfc"] and not (marking and np_on and rp_on)
+            if marking:
+                marked = max(1, pk // 20)
+                bump_hw_counter(sroot, srail["ibdev"], "np_ecn_marked_roce_packets", marked)
+                if np_on:
+                    cnps = max(1, marked // 4)
+                    bump_hw_counter(sroot, srail["ibdev"], "np_cnp_sent", cnps)
+                    bump_hw_counter(root, rail["ibdev"], "rp_cnp_handled" if rp_on else "rp_cnp_ignored", cnps)
+            ethtool_emu.inject_traffic(root, rail["netdev"], "tx", dscp, wire, pk, congested=paused)
             ethtool_emu.inject_traffic(sroot, srail["netdev"], "rx", dscp, wire, pk)
             acks = max(1, chunk // args.size)
             ethtool_emu.inject_traffic(sroot, srail["netdev"], "tx", ack_dscp, acks * ACK_BYTES, acks)

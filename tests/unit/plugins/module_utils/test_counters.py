@@ -214,3 +214,79 @@ def test_bad_plan(bad, match):
 @pytest.mark.parametrize("n,text", [(0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (3 * MIB, "3.0 MiB")])
 def test_human_bytes(n, text):
     assert c.human_bytes(n) == text
+
+
+# --- ECN/CNP (hw_counters) as the congestion signal of an incast --------------------------------------------------
+
+def cc(marked=0, sent=0, handled=0, ignored=0):
+    return {"np_ecn_marked_roce_packets": marked, "np_cnp_sent": sent, "rp_cnp_handled": handled,
+            "rp_cnp_ignored": ignored}
+
+
+def with_cc(rd, counters, reset=False):
+    rd = copy.deepcopy(rd)
+    rd["rdma"], rd["rdma_reset"] = counters, reset
+    return rd
+
+
+ECN_CASES = [
+    # receiver NP saw CE and sent CNPs, senders' RPs handled them: no pause needed
+    ("ecn-only incast passes", {"r": with_cc(rail_delta(GOOD_RX), cc(900, 300)),
+                                "s1": with_cc(rail_delta(GOOD_TX), cc(handled=150)),
+                                "s2": with_cc(rail_delta(GOOD_TX), cc(handled=150))}, True, None),
+    ("neither pauses nor ecn fails", {"r": with_cc(rail_delta(GOOD_RX), cc()),
+                                      "s1": with_cc(rail_delta(GOOD_TX), cc()),
+                                      "s2": with_cc(rail_delta(GOOD_TX), cc())}, False, "neither PFC nor DCQCN"),
+    ("marked but no cnp fails (NP off)", {"r": with_cc(rail_delta(GOOD_RX), cc(900, 0)),
+                                          "s1": with_cc(rail_delta(GOOD_TX), cc()),
+                                          "s2": with_cc(rail_delta(GOOD_TX), cc())}, False,
+     "notification point is off"),
+    ("counters unreadable and no pause fails saying so", {"r": rail_delta(GOOD_RX), "s1": rail_delta(GOOD_TX),
+                                                          "s2": rail_delta(GOOD_TX)}, False,
+     "could not be read"),
+    ("a reset rdma counter is not evidence", {"r": with_cc(rail_delta(GOOD_RX), cc(900, 300), reset=True),
+                                              "s1": with_cc(rail_delta(GOOD_TX), cc()),
+                                              "s2": with_cc(rail_delta(GOOD_TX), cc())}, False, "neither PFC nor DCQCN"),
+    ("pauses and ecn both pass", {"r": with_cc(rail_delta(GOOD_RX), cc(10, 5)),
+                                  "s1": with_cc(rail_delta(PAUSED), cc(handled=5)),
+                                  "s2": with_cc(rail_delta(PAUSED), cc())}, True, None),
+]
+
+
+@pytest.mark.parametrize("name,rails,ok,needle", ECN_CASES, ids=[x[0] for x in ECN_CASES])
+def test_evaluate_ecn_as_congestion_signal(name, rails, ok, needle):
+    deltas = dict((h, delta_of({"ens1np0": rd})) for h, rd in rails.items())
+    res = c.evaluate(plan(), deltas, 3, MIB, MIB, True)
+    assert res["ok"] is ok, res["failures"]
+    if needle:
+        assert [r for f in res["failures"] for r in f["reasons"]] == ["no_pause_under_incast"]
+        assert needle in res["failures"][0]["message"]
+    md = c.to_markdown(res)
+    assert "ECN marked/CNP sent/CNP handled" in md
+    if ok and res["rails"][0]["pause_frames"] == 0:
+        assert res["rails"][0]["congestion"]["ecn_acted"] is True
+        assert "| r | ens1np0 | receiver |" in md and "| 900/300/0 |" in md
+
+
+def test_rdma_delta_and_reset():
+    b = {"schema": c.SCHEMA_SNAPSHOT, "time": 1, "rails": {"e": {"prio": {}, "rdma": cc(5, 5, 5, 5)}}}
+    a = {"schema": c.SCHEMA_SNAPSHOT, "time": 2, "rails": {"e": {"prio": {}, "rdma": cc(9, 7, 5, 6)}}}
+    d = c.delta(b, a)["rails"]["e"]
+    assert d["rdma"] == cc(4, 2, 0, 1) and d["rdma_reset"] is False
+    d = c.delta(a, b)["rails"]["e"]
+    assert d["rdma"] == cc(5, 5, 5, 5) and d["rdma_reset"] is True
+    no = {"schema": c.SCHEMA_SNAPSHOT, "time": 2, "rails": {"e": {"prio": {}, "rdma": None}}}
+    assert "rdma" not in c.delta(b, no)["rails"]["e"]
+
+
+def test_snapshot_reads_the_rdma_ports_hw_counters(tmp_path):
+    from gpufabric_sim import tree as sim_tree
+    from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+    root = str(tmp_path / "root")
+    sim_tree.build_tree(root, "hgx-h200")
+    with open(tmp_path / "root/sys/class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent", "w") as f:
+        f.write("17\n")
+    text = "\n".join("     %s_prio%d_bytes: 0" % (d, p) for d in ("rx", "tx") for p in range(8))
+    snap = c.snapshot(lambda argv: (0, text, ""), ["ens1np0", "eth9"], sysroot=Sysroot(root))
+    assert snap["rails"]["ens1np0"]["rdma"] == cc(sent=17)
+    assert snap["rails"]["eth9"]["rdma"] is None and "no RDMA device" in snap["rails"]["eth9"]["rdma_error"]

@@ -125,6 +125,7 @@ def test_parse_version(text, version):
     ({"ets": {"tc_tsa": ["ets"] * 8, "tc_bw": [100] + [0] * 7}}, "missing: prio_tc"),
     ({"ets": {"tc_tsa": ["ets"] * 8, "tc_bw": [101] + [0] * 7, "prio_tc": [0] * 8}}, "0..100"),
     ({"colour": "blue"}, "unknown DCB settings"),
+    ({"dcbx": "lld"}, "dcbx must be one of host, keep"),
 ])
 def test_normalize_desired_errors(desired, needle):
     with pytest.raises(dcb.DcbValidationError) as e:
@@ -139,9 +140,11 @@ def test_normalize_desired_errors(desired, needle):
      {"dscp_map": {26: 3}, "pfc": [3, 5], "trust": "dscp", "ets": None, "other_app_entries": "keep"}),
     ({"pfc_priorities": [], "other_app_entries": "remove"},
      {"dscp_map": {26: 3}, "pfc": [], "trust": "dscp", "ets": None, "other_app_entries": "remove"}),
+    ({"dcbx": "keep"}, {"dscp_map": {26: 3}, "pfc": [3], "trust": "dscp", "ets": None, "other_app_entries": "keep",
+                        "dcbx": "keep"}),
 ])
 def test_normalize_desired_ok(desired, expected):
-    assert dcb.normalize_desired(desired) == expected
+    assert dcb.normalize_desired(desired) == dict({"dcbx": "host"}, **expected)
 
 
 def _sysroot(tmp_path, devs, driver="mlx5_core"):
@@ -201,7 +204,7 @@ class EmuRunner(object):
         return dcb_emu.run(argv[1:], root=self.root)
 
     def writes(self):
-        return [c for c in self.calls if c[1] in ("app", "pfc", "ets", "apptrust")
+        return [c for c in self.calls if c[1] in ("app", "pfc", "ets", "apptrust", "dcbx")
                 and c[2] in ("add", "del", "replace", "flush", "set")]
 
 
@@ -255,7 +258,7 @@ def test_reads_all_rails_in_one_process(tmp_path):
     sr, run = _node(tmp_path, RAILS, "6.5.0")
     dcb.apply_dcb(run, RAILS, {}, True, sysroot=sr)
     assert len(run.calls) == 1 and run.calls[0][:3] == ["dcb", "-j", "-b"]
-    assert run.batches == [["%s show dev %s" % (o, r) for r in RAILS for o in ("app", "pfc")]]
+    assert run.batches == [["%s show dev %s" % (o, r) for r in RAILS for o in ("app", "pfc", "dcbx")]]
     assert not os.path.exists(run.calls[0][3])
 
 
@@ -273,7 +276,7 @@ def test_non_mlx5_queries_version_and_batches_apptrust(tmp_path):
     res = dcb.apply_dcb(run, ["eth9"], {}, True, sysroot=sr)
     assert res["dcb_version"] == "6.5.0"
     assert run.calls[:2] == [["dcb", "-V"], ["dcb", "-j", "apptrust", "show", "dev", "eth9"]]
-    assert run.batches == [["app show dev eth9", "pfc show dev eth9", "apptrust show dev eth9"]]
+    assert run.batches == [["app show dev eth9", "pfc show dev eth9", "apptrust show dev eth9", "dcbx show dev eth9"]]
 
 
 SPLIT = [
@@ -319,7 +322,8 @@ def test_batch_output_unexpected_falls_back(tmp_path):
     res = dcb.apply_dcb(no_batch, RAILS, {}, True, sysroot=sr)
     assert res["changed"] and res["dcb_version"] == "6.1.0"
     assert run.calls == [["dcb", "-V"]] + [
-        c for r in RAILS for c in (["dcb", "-j", "app", "show", "dev", r], ["dcb", "-j", "pfc", "show", "dev", r])]
+        c for r in RAILS for c in (["dcb", "-j", "app", "show", "dev", r], ["dcb", "-j", "pfc", "show", "dev", r],
+                                   ["dcb", "-j", "dcbx", "show", "dev", r])]
 
 
 def test_only_drifted_rail_is_touched(tmp_path):
@@ -537,12 +541,14 @@ def test_iproute2_61_batch_defect_reads_the_rest_without_version(tmp_path):
     res = dcb.apply_dcb(defect_61(run), RAILS, {}, True, sysroot=sr)
     assert res["changed"] and res["dcb_version"] is None
     singles = [c for c in run.calls if c[:2] == ["dcb", "-j"] and "-b" not in c]
-    # the batch's first answer (app of the first rail, re-run here by the stand-in) is used; the other 3 objects
+    # the batch's first answer (app of the first rail, re-run here by the stand-in) is used; the other 5 objects
     # are read one by one; no dcb -V
     assert singles[0] == ["dcb", "-j", "app", "show", "dev", RAILS[0]]
     assert singles[1:] == [["dcb", "-j", "pfc", "show", "dev", RAILS[0]],
+                           ["dcb", "-j", "dcbx", "show", "dev", RAILS[0]],
                            ["dcb", "-j", "app", "show", "dev", RAILS[1]],
-                           ["dcb", "-j", "pfc", "show", "dev", RAILS[1]]]
+                           ["dcb", "-j", "pfc", "show", "dev", RAILS[1]],
+                           ["dcb", "-j", "dcbx", "show", "dev", RAILS[1]]]
     assert ["dcb", "-V"] not in run.calls
     assert [r["before"]["trust"] for r in res["rails"]] == ["pcp", "pcp"]
 
@@ -564,7 +570,7 @@ def test_batch_failures_other_than_the_defect(tmp_path, err, out, version_probed
         return run(argv)
     dcb.apply_dcb(runner, RAILS, {}, True, sysroot=sr)
     assert (["dcb", "-V"] in run.calls) is version_probed
-    assert len([c for c in run.calls if c[:2] == ["dcb", "-j"]]) == 4
+    assert len([c for c in run.calls if c[:2] == ["dcb", "-j"]]) == 6
 
 
 def test_iproute2_61_emulated_batch_defect(tmp_path):
@@ -574,5 +580,7 @@ def test_iproute2_61_emulated_batch_defect(tmp_path):
     assert res["changed"] and res["dcb_version"] is None
     assert run.calls[0][:3] == ["dcb", "-j", "-b"]
     assert run.calls[1:] == [["dcb", "-j", "pfc", "show", "dev", RAILS[0]],
+                             ["dcb", "-j", "dcbx", "show", "dev", RAILS[0]],
                              ["dcb", "-j", "app", "show", "dev", RAILS[1]],
-                             ["dcb", "-j", "pfc", "show", "dev", RAILS[1]]]
+                             ["dcb", "-j", "pfc", "show", "dev", RAILS[1]],
+                             ["dcb", "-j", "dcbx", "show", "dev", RAILS[1]]]

@@ -86,6 +86,8 @@ CASES = {
     # the test's own loopback (MTU 65536, no max_mtu): check mode reads it with the real ip and changes nothing
     "rail_mtu": _case(lambda n: {"rails": ["lo"], "mtu": 9000}, True),
     "rdma_cm_tos": _case(lambda n: {"rails": _rails(n)}, True),
+    # hgx-h200 boots with DCQCN off on every priority (MLNX_OFED sysfs)
+    "roce_ecn": _case(lambda n: {"rails": _rails(n)}, True),
     "vendor_nfs_build": _case(_vendor_args, True),
     # read-only modules: nothing to change, in check mode or not
     "fabric_check": _case(lambda n: {"desired": desired_doc.resolve({"inventory_hostname": "ap1"})}, False),

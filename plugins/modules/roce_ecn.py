@@ -1,0 +1,187 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: roce_ecn
+short_description: ECN/DCQCN of RoCE rails - notification and reaction point on the lossless priority, CNP class
+version_added: 0.2.0
+description:
+  - Enables the ECN notification point (NP, the receiver that answers ECN-marked packets with CNPs) and reaction
+    point (RP, the sender that slows down on CNPs) of DCQCN on the lossless priority of every rail, and sets the DSCP
+    and 802.1p priority of the CNPs, where the driver exposes them. Only the lossless priority is managed; the NP/RP
+    state of the other priorities is left as it is (and reported).
+  - MLNX_OFED/DOCA's mlx5 driver exposes C(/sys/class/net/<if>/ecn/roce_np|roce_rp/enable/<prio>) and
+    C(roce_np/cnp_dscp), C(roce_np/cnp_802p_prio). The inbox (upstream) mlx5 driver exposes the CNP DSCP and
+    priority in debugfs, C(/sys/kernel/debug/mlx5/<pci function>/cc_params/np_cnp_dscp), C(np_cnp_prio),
+    C(np_cnp_prio_mode), and no per-priority NP/RP enable (firmware-controlled; reported as unknown). See
+    C(docs/ecn.md).
+  - A rail with neither (Soft-RoCE, virtio, another vendor's NIC, an inbox mlx5 rail without debugfs) is skipped;
+    when no rail has the controls the concern C(ecn) is C(not_applicable) with the reason.
+  - Each rail is configured on its own; every written value is read back. A rail that cannot be read, written or
+    does not read back fails and the module goes on with the others, then fails naming every failed rail.
+  - The values are runtime state of the device, lost at reboot and driver reload.
+author:
+  - gpufabric developers (@gpufabric)
+options:
+  rails:
+    description: Network interfaces (netdev names of the physical functions) of the RoCE rails.
+    type: list
+    elements: str
+    required: true
+  priority:
+    description: The lossless priority (the one with PFC) whose NP and RP are enabled.
+    type: int
+    default: 3
+  cnp_dscp:
+    description: DSCP of the CNPs the notification point sends, 0..63. Left alone when null.
+    type: int
+    default: 48
+  cnp_priority:
+    description: 802.1p priority of the CNPs, 0..7 (on the inbox driver also sets C(np_cnp_prio_mode) 0, so the
+      priority is used). Left alone when null.
+    type: int
+    default: 6
+attributes:
+  check_mode:
+    support: full
+    description: Reads every control and reports what would change; writes nothing.
+  diff_mode:
+    support: full
+    description: The managed controls of every rail before and after.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux with mlx5 RoCE rails.
+notes:
+  - Needs root (the inbox driver's debugfs files are mode 0600).
+"""
+
+EXAMPLES = r"""
+- name: DCQCN on priority 3, CNPs on DSCP 48 / priority 6
+  gpufabric.node.roce_ecn:
+    rails: "{{ rail_netdevs }}"
+
+- name: Report ECN drift only
+  gpufabric.node.roce_ecn:
+    rails: [ens1np0, ens2np0]
+  check_mode: true
+  register: ecn_state
+"""
+
+RETURN = r"""
+rails:
+  description: One entry per rail.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    rail:
+      description: Netdev name.
+      type: str
+    source:
+      description: C(sysfs) (MLNX_OFED/DOCA), C(debugfs) (inbox mlx5 cc_params) or null (no controls).
+      type: str
+    reason:
+      description: Why the rail has no controls; null otherwise.
+      type: str
+    before:
+      description: The managed controls as read before (C(np_enable:<prio>), C(rp_enable:<prio>), C(cnp_dscp),
+        C(cnp_priority), C(cnp_priority_mode) on debugfs; null means not exposed).
+      type: dict
+    after:
+      description: As read back (in check mode, predicted).
+      type: dict
+    error:
+      description: Why the rail failed; null otherwise.
+      type: str
+  sample: [{"rail": "ens1np0", "source": "sysfs", "reason": null, "error": null,
+            "before": {"source": "sysfs", "np_enable:3": false, "rp_enable:3": true, "cnp_dscp": 48, "cnp_priority": 6},
+            "after": {"source": "sysfs", "np_enable:3": true, "rp_enable:3": true, "cnp_dscp": 48, "cnp_priority": 6}}]
+drift:
+  description: Deviations found before applying (concern C(ecn), object the rail, key C(np_enable:<prio>),
+    C(rp_enable:<prio>), C(cnp_dscp), C(cnp_priority), C(cnp_priority_mode)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"concern": "ecn", "object": "ens1np0", "key": "np_enable:3", "current": false, "desired": true}]
+results:
+  description: One entry per rail, also when the module fails (C(object), C(result) changed/unchanged/failed,
+    C(error), C(changes)).
+  returned: always
+  type: list
+  elements: dict
+concerns:
+  description: The status of concern C(ecn) (see C(docs/concerns.md)), keyed by C(ecn), with C(status), C(reason) and
+    C(items); C(not_applicable) when no rail has ECN controls, C(error) when the module fails.
+  returned: always
+  type: dict
+  sample: {"ecn": {"status": "ok", "reason": "corrected 1 item(s)", "items": [], "corrected": true}}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, ecn, inputs, nodelock, results
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+
+
+def _diff_text(rails, key):
+    lines = []
+    for r in rails:
+        v = r.get(key) or {}
+        for k in sorted(v):
+            if k != "source":
+                lines.append("%s %s = %s\n" % (r["rail"], k, "not exposed" if v[k] is None else v[k]))
+        if not v:
+            lines.append("%s: %s\n" % (r["rail"], r.get("reason") or r.get("error") or "unknown"))
+    return "".join(lines)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            rails=dict(type="list", elements="str", required=True),
+            priority=dict(type="int", default=ecn.DEFAULT_PRIORITY),
+            cnp_dscp=dict(type="int", default=ecn.DEFAULT_CNP_DSCP),
+            cnp_priority=dict(type="int", default=ecn.DEFAULT_CNP_PRIORITY),
+        ),
+        supports_check_mode=True,
+    )
+    inputs.guard(module)
+    p = module.params
+    sysroot = Sysroot()
+    desired = {"priority": p["priority"], "cnp_dscp": p["cnp_dscp"], "cnp_priority": p["cnp_priority"]}
+    try:
+        ecn.normalize_desired(dict(desired, rails=p["rails"]))
+        for r in p["rails"]:
+            if not sysroot.exists("/sys/class/net/%s" % r):
+                raise ValueError("rail %s does not exist (no /sys/class/net/%s)" % (r, r))
+    except ValueError as e:
+        module.fail_json(msg=str(e), concerns={"ecn": concerns.error("ecn", str(e))})
+
+    with nodelock.for_module(module, sysroot, "roce_ecn", ("ecn",)):
+        try:
+            res = ecn.apply_ecn(sysroot, p["rails"], desired, module.check_mode)
+        except (ValueError, OSError, IOError) as e:
+            msg = "ECN configuration failed: %s" % e
+            module.fail_json(msg=msg, concerns={"ecn": concerns.error("ecn", msg)})
+    out = dict(changed=res["changed"], rails=res["rails"], drift=res["drift"], results=res["results"])
+    if module._diff:
+        out["diff"] = dict(before=_diff_text(res["rails"], "before"), after=_diff_text(res["rails"], "after"),
+                           before_header="ecn (runtime)", after_header="ecn (runtime)")
+    if res["errors"]:
+        msg = results.failure_message("ECN configuration", "rail(s)", res["results"])
+        out["concerns"] = {"ecn": concerns.error("ecn", msg, items=results.annotate(res["drift"], res["results"]))}
+        module.fail_json(msg=msg, **out)
+    out["concerns"] = {"ecn": ecn.status_of(res, module.check_mode)}
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""roce_ecn run in-process against simulated node trees (gpufabric_sim.tree): MLNX_OFED sysfs (hgx-h200), inbox
+debugfs cc_params (hgx-h200-sriov), no controls (pcie-4gpu-crossnuma)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+
+from gpufabric_sim import runtime as sim_runtime
+from gpufabric_sim import tree as sim_tree
+from modrunner import run_module
+
+from ansible_collections.gpufabric.node.plugins.modules import roce_ecn
+
+
+def _node(tmp_path, monkeypatch, topology):
+    root = str(tmp_path / "root")
+    manifest = sim_tree.build_tree(root, topology)
+    monkeypatch.setenv("GPUFABRIC_SYSROOT", root)
+    return root, [r["netdev"] for r in manifest["rails"]], manifest
+
+
+def _read(root, rel):
+    with open(os.path.join(root, rel)) as f:
+        return f.read().strip()
+
+
+def test_sysfs_check_fix_idempotent_and_drift_on_one_rail(tmp_path, monkeypatch):
+    root, rails, _m = _node(tmp_path, monkeypatch, "hgx-h200")
+    before = sim_runtime.tree_hash(root)
+    check = run_module(roce_ecn, {"rails": rails}, check_mode=True, diff=True, monkeypatch=monkeypatch)
+    assert not check.get("failed"), check
+    assert check["changed"] is True and check["concerns"]["ecn"]["status"] == "drift"
+    assert sorted(set(d["key"] for d in check["drift"])) == ["np_enable:3", "rp_enable:3"]
+    assert len(check["drift"]) == 2 * len(rails)
+    assert sim_runtime.tree_hash(root) == before
+    assert "ens1np0 np_enable:3 = False" in check["diff"]["before"]
+    assert "ens1np0 np_enable:3 = True" in check["diff"]["after"]
+
+    fix = run_module(roce_ecn, {"rails": rails}, monkeypatch=monkeypatch)
+    assert fix["changed"] is True and fix["concerns"]["ecn"]["status"] == "ok" and fix["concerns"]["ecn"]["corrected"]
+    for r in rails:
+        assert _read(root, "sys/class/net/%s/ecn/roce_np/enable/3" % r) == "1"
+        assert _read(root, "sys/class/net/%s/ecn/roce_rp/enable/3" % r) == "1"
+        assert _read(root, "sys/class/net/%s/ecn/roce_np/enable/2" % r) == "0"
+    again = run_module(roce_ecn, {"rails": rails}, monkeypatch=monkeypatch)
+    assert again["changed"] is False and again["drift"] == [] and again["concerns"]["ecn"]["status"] == "ok"
+
+    # drift on one rail: the CNP class and the RP of priority 3
+    with open(os.path.join(root, "sys/class/net/ens2np0/ecn/roce_rp/enable/3"), "w") as f:
+        f.write("0\n")
+    with open(os.path.join(root, "sys/class/net/ens2np0/ecn/roce_np/cnp_dscp"), "w") as f:
+        f.write("26\n")
+    check = run_module(roce_ecn, {"rails": rails}, check_mode=True, monkeypatch=monkeypatch)
+    assert check["concerns"]["ecn"]["status"] == "drift"
+    assert sorted((d["object"], d["key"], d["current"]) for d in check["drift"]) == [
+        ("ens2np0", "cnp_dscp", 26), ("ens2np0", "rp_enable:3", False)]
+    fix = run_module(roce_ecn, {"rails": rails}, monkeypatch=monkeypatch)
+    assert fix["changed"] is True and [r["object"] for r in fix["results"] if r["result"] == "changed"] == ["ens2np0"]
+    assert run_module(roce_ecn, {"rails": rails}, check_mode=True, monkeypatch=monkeypatch)["changed"] is False
+
+
+def test_inbox_debugfs_sets_the_cnp_class(tmp_path, monkeypatch):
+    root, rails, m = _node(tmp_path, monkeypatch, "hgx-h200-sriov")
+    check = run_module(roce_ecn, {"rails": rails}, check_mode=True, monkeypatch=monkeypatch)
+    assert check["concerns"]["ecn"]["status"] == "drift"
+    assert sorted(set(d["key"] for d in check["drift"])) == ["cnp_dscp", "cnp_priority", "cnp_priority_mode"]
+    assert check["rails"][0]["source"] == "debugfs" and check["rails"][0]["before"]["np_enable:3"] is None
+    fix = run_module(roce_ecn, {"rails": rails}, monkeypatch=monkeypatch)
+    assert fix["concerns"]["ecn"]["status"] == "ok"
+    bdf = m["rails"][0]["bdf"]
+    base = "sys/kernel/debug/mlx5/%s/cc_params/" % bdf
+    assert [_read(root, base + n) for n in ("np_cnp_dscp", "np_cnp_prio", "np_cnp_prio_mode")] == ["48", "6", "0"]
+    assert run_module(roce_ecn, {"rails": rails}, monkeypatch=monkeypatch)["changed"] is False
+
+
+def test_no_controls_is_not_applicable(tmp_path, monkeypatch):
+    root, rails, _m = _node(tmp_path, monkeypatch, "pcie-4gpu-crossnuma")
+    res = run_module(roce_ecn, {"rails": rails}, monkeypatch=monkeypatch)
+    assert not res.get("failed") and res["changed"] is False
+    doc = res["concerns"]["ecn"]
+    assert doc["status"] == "not_applicable" and "mlx5 without ECN controls" in doc["reason"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    ({"rails": ["ens1np0"], "priority": 9}, "priority must be 0..7"),
+    ({"rails": ["ens1np0"], "cnp_dscp": 64}, "cnp_dscp must be 0..63"),
+    ({"rails": ["nope0"]}, "rail nope0 does not exist"),
+    ({"rails": ["ens1np0", "ens1np0"]}, "listed twice"),
+])
+def test_bad_input_fails_before_anything(tmp_path, monkeypatch, args, needle):
+    root, _rails, _m = _node(tmp_path, monkeypatch, "hgx-h200")
+    before = sim_runtime.tree_hash(root)
+    res = run_module(roce_ecn, args, monkeypatch=monkeypatch)
+    assert res["failed"] and needle in res["msg"]
+    assert res["concerns"]["ecn"]["status"] == "error"
+    assert sim_runtime.tree_hash(root) == before
+
+
+def test_a_failed_rail_fails_the_module_naming_it(tmp_path, monkeypatch):
+    root, rails, _m = _node(tmp_path, monkeypatch, "hgx-h200")
+    with open(os.path.join(root, "sys/class/net/ens3np0/ecn/roce_np/cnp_dscp"), "w") as f:
+        f.write("garbage\n")
+    res = run_module(roce_ecn, {"rails": rails}, monkeypatch=monkeypatch)
+    assert res["failed"] and "ens3np0" in res["msg"]
+    assert res["concerns"]["ecn"]["status"] == "error"
+    assert _read(root, "sys/class/net/ens1np0/ecn/roce_np/enable/3") == "1"
