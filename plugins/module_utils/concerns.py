@@ -50,6 +50,7 @@ CONCERNS = (
     dict(name="routing", title="Rail routing", role="rail_network", core=True),
     dict(name="nccl", title="NCCL defaults", role="nccl", core=True),
     dict(name="persistence", title="Boot-time persistence", role="persistence", core=True),
+    dict(name="nfs_mounts", title="NFS over RDMA mounts", role="storage_mounts", core=True),
     dict(name="gds", title="GPUDirect Storage", role="gds", core=False),
     dict(name="vendor_client", title="Vendor NFS client", role="vendor_nfs_client", core=False),
 )

@@ -99,7 +99,7 @@ options:
         C(routing), C(nccl), C(persistence)).
     type: list
     elements: str
-    choices: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence, gds, vendor_client]
+    choices: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence, nfs_mounts, gds, vendor_client]
   reboot_required:
     description:
       - A reboot is pending (the boot loader has kernel arguments the running kernel lacks, as the C(iommu) and

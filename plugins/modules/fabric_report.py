@@ -48,7 +48,7 @@ options:
         C(persistence)).
     type: list
     elements: str
-    choices: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence, gds, vendor_client]
+    choices: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence, nfs_mounts, gds, vendor_client]
   dest:
     description: Directory the report files are written to (created when missing).
     type: path

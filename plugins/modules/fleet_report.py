@@ -61,7 +61,7 @@ options:
         C(persistence)).
     type: list
     elements: str
-    choices: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence, gds, vendor_client]
+    choices: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence, nfs_mounts, gds, vendor_client]
   dest:
     description: Directory of the report files (created when missing).
     type: path

@@ -52,7 +52,9 @@ def test_model_and_status(facts):
     assert rep["schema"] == fr.SCHEMA == "gpufabric.fleet/v2" and rep["summary"]["nodes"] == 2
     assert rep["summary"]["ok"] == ["hgx"] and rep["summary"]["attention"] == ["pcie"]
     assert rep["summary"]["cross_numa_pairs"] == 2 and rep["summary"]["drift_items"] == 2
-    assert rep["summary"]["statuses"] == {"ok": 15, "drift": 3, "error": 0, "not_checked": 0, "not_applicable": 0}
+    # two nodes, each with the core concerns and gds
+    assert rep["summary"]["statuses"] == {"ok": 2 * (len(cm.CORE) + 1) - 3, "drift": 3, "error": 0, "not_checked": 0,
+                                          "not_applicable": 0}
     pcie = rep["nodes"]["pcie"]
     assert [(p["gpu_index"], p["relation"], p["cross_numa"]) for p in pcie["pairs"]] == [
         (0, "PIX", False), (1, "PHB", False), (2, "SYS", True), (3, "SYS", True)]

@@ -276,7 +276,7 @@ def test_nvidia_fs_absent_means_no_counters(node, monkeypatch):
     assert not [n for n in m if n.startswith("gpufabric_nvfs_") and n != "gpufabric_nvfs_loaded"]
 
 
-CORE = ("cmdline", "acs", "dcb", "rdma_cm", "sysctl", "routing", "nccl", "persistence")
+CORE = ("cmdline", "acs", "dcb", "rdma_cm", "sysctl", "routing", "nccl", "persistence", "nfs_mounts")
 ALL_OK = dict((n, {"status": "ok", "reason": None, "items": []}) for n in CORE)
 
 
