@@ -223,24 +223,24 @@ def volume(raw, index, vendor_installed):
     opts = [("proto", "rdma"), ("port", str(port)), ("vers", vers)]
     if nconnect is not None:
         opts.append(("nconnect", str(nconnect)))
-    for key in ("remoteports", "localports"):
-        if raw.get(key) in (None, ""):
-            continue
-        if not vendor_installed:
-            raise MountInputError("%s: %s is an option of the vendor NFS client, which is not the client installed "
-                                  "for the running kernel (/etc/gpufabric/vendor_nfs.json has no record of it): the "
-                                  "in-tree client refuses the mount" % (what, key))
-        opts.append((key, multipath(raw[key], key, what)))
     extra = raw.get("options") or []
     if not isinstance(extra, list):
         raise MountInputError("%s: options must be a list of mount options (got %r)" % (what, extra))
-    seen = set(k for k, _v in opts)
+    more, seen = [], set(k for k, _v in opts)
     for i, text in enumerate(extra):
         name, value = option(text, "%s options[%d]" % (what, i))
         if name in seen:
             raise MountInputError("%s: option %s is given twice" % (what, name))
         seen.add(name)
-        opts.append((name, value))
+        more.append((name, value))
+    # the syntax first, then whether the client installed can take them
+    ports = [(key, multipath(raw[key], key, what)) for key in ("remoteports", "localports")
+             if raw.get(key) not in (None, "")]
+    if ports and not vendor_installed:
+        raise MountInputError("%s: %s is an option of the vendor NFS client, which is not the client installed for "
+                              "the running kernel (/etc/gpufabric/vendor_nfs.json has no record of it): the in-tree "
+                              "client refuses the mount" % (what, " and ".join(k for k, _v in ports)))
+    opts.extend(ports + more)
     out.update(server=host, export=export, source="%s:%s" % (host, export), vers=vers, port=port,
                nconnect=nconnect, options=opts, remoteports=raw.get("remoteports") or None,
                localports=raw.get("localports") or None)

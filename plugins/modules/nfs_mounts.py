@@ -223,6 +223,11 @@ def main():
         module.fail_json(msg=msg, drift=[], concerns={nm.CONCERN: concerns.error(nm.CONCERN, msg)}, **extra)
 
     sysroot = Sysroot()
+    try:
+        # every value checked before the node lock is taken or anything is read beyond the vendor client's record
+        nm.plan(desired, check.client_state(sysroot)["installed"])
+    except nm.MountInputError as e:
+        fail(str(e))
     with nodelock.for_module(module, sysroot, "nfs_mounts", (nm.CONCERN,)):
         try:
             res = check.apply(sysroot, run, desired, module.check_mode, systemctl)
