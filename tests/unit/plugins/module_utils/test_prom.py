@@ -235,7 +235,7 @@ def test_every_metric_is_declared_once_with_a_valid_name():
 GOOD = {"iommu": {"mode": "identity"}, "fabric_manager": {"needed": True, "running": True},
         "nvidia_fs": {"loaded": True}, "pairing": []}
 ALL_OK = dict((n, {"status": "ok"}) for n in ("cmdline", "acs", "dcb", "rdma_cm", "sysctl", "routing", "nccl",
-                                              "persistence"))
+                                              "persistence", "nfs_mounts"))
 STATUSES = ("ok", "drift", "error", "not_checked", "not_applicable")
 
 # (name, evidence, {concern: status with 1}, gpufabric_node_ok)
