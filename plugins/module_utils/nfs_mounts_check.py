@@ -56,7 +56,12 @@ NO_VOLUMES = "no storage volumes are configured (storage_mounts_volumes is empty
 
 
 class MountError(Exception):
-    """A check or a fix that could not be done; the message names the volume."""
+    """A check or a fix that could not be done; the message names the volume. ``actions``: the systemctl commands
+    run before it (a fix that failed half way changed the node)."""
+
+    def __init__(self, msg, actions=()):
+        Exception.__init__(self, msg)
+        self.actions = list(actions)
 
 
 # --- reading the node -------------------------------------------------------------------------------------
@@ -247,7 +252,7 @@ def _fix(sysroot, run, systemctl, s, actions):
     keys = {}
     for i in s["items"]:
         keys.setdefault(i["object"], set()).add(i["key"])
-    reload_needed = False
+    reload_needed, remount = False, set()
     for v, obs in zip(s["plan"]["volumes"], s["volumes"]):
         if v["state"] == "absent":
             if obs["mounted"]:
@@ -257,6 +262,8 @@ def _fix(sysroot, run, systemctl, s, actions):
                 persist.remove(sysroot, v["unit_path"])
                 reload_needed = True
         elif keys.get(v["unit_path"]):
+            if _mount_settings(sysroot.read_raw(v["unit_path"])) != _mount_settings(v["unit_text"]):
+                remount.add(v["path"])
             persist.write_atomic(sysroot, v["unit_path"], v["unit_text"], 0o644)
             reload_needed = True
     if reload_needed:
@@ -269,9 +276,18 @@ def _fix(sysroot, run, systemctl, s, actions):
         mount_keys = keys.get(v["path"], set()) - {"nfs_client"}
         if not obs["mounted"]:
             _systemctl(run, systemctl, actions, "start", v["unit"])
-        elif mount_keys or "content" in keys.get(v["unit_path"], ()):
-            # a mount of other options or another source, or one made before the unit changed: mount it again
+        elif mount_keys or v["path"] in remount:
+            # a mount of other options or another source, or one made before its mount settings changed: mount it
+            # again (a unit change that leaves What/Where/Type/Options as they were remounts nothing)
             _systemctl(run, systemctl, actions, "restart", v["unit"])
+
+
+def _mount_settings(text):
+    """The [Mount] settings of a unit text that decide what the mount is (None for no unit)."""
+    if text is None:
+        return None
+    return sorted(line.strip() for line in text.splitlines()
+                  if line.strip().split("=", 1)[0] in ("What", "Where", "Type", "Options"))
 
 
 def apply(sysroot, run, desired, check_mode, systemctl):
@@ -284,13 +300,13 @@ def apply(sysroot, run, desired, check_mode, systemctl):
             raise MountError("systemctl is not installed: the storage volumes are systemd mount units")
         try:
             _fix(sysroot, run, systemctl, s, out["actions"])
-        except (OSError, IOError, persist.PersistError) as e:
-            raise MountError("fixing the storage volumes failed: %s" % e)
-        after = survey(sysroot, run, desired, systemctl)
+            after = survey(sysroot, run, desired, systemctl)
+        except (OSError, IOError, persist.PersistError, MountError) as e:
+            raise MountError("fixing the storage volumes failed: %s" % e, out["actions"])
         if after["items"]:
             raise MountError("after the fix the volumes still differ: %s%s" % (
                 "; ".join("%s %s is %s, not %s" % (i["object"], i["key"], i["current"], i["desired"])
-                          for i in after["items"]), _hint(after["items"])))
+                          for i in after["items"]), _hint(after["items"])), out["actions"])
         s = after
     out.update(volumes=s["volumes"], client=s["client"], nfs_mounts=s["nfs_mounts"],
                mounts_source=s["mounts_source"], vendor_wanted=s["plan"]["vendor_wanted"])

@@ -234,7 +234,8 @@ def main():
         except nm.MountInputError as e:
             fail(str(e))
         except check.MountError as e:
-            fail(str(e))
+            # a fix that failed half way changed the node: say so, with the commands it ran
+            fail(str(e), changed=bool(e.actions), actions=e.actions)
         except (OSError, IOError) as e:
             fail("the storage volumes could not be read or written: %s" % e)
     facts = {"volumes": res["volumes"], "client": res["client"], "nfs": res["nfs_mounts"]}

@@ -333,3 +333,22 @@ def test_absent_unmounts_disables_and_removes(node):
     assert "/mnt/nfs-rdma" not in node.mountinfo()
     node.calls = []
     assert not apply(node, False, [{"path": "/mnt/nfs-rdma", "state": "absent"}])["changed"]
+
+
+def test_unit_change_remounts_only_when_the_mount_settings_change(node):
+    converged(node)
+    res = apply(node, False, after_units=["gpufabric-apply.service", "nfs-server.service"])
+    assert [i["key"] for i in res["items"]] == ["content"]
+    assert node.verbs() == ["is-enabled", "daemon-reload", "is-enabled"]     # ordering only: no remount
+    node.calls = []
+    res = apply(node, False, [dict(VOL, options=["noatime"])], after_units=["gpufabric-apply.service",
+                                                                         "nfs-server.service"])
+    assert node.verbs() == ["is-enabled", "daemon-reload", "restart", "is-enabled"]
+    assert ",noatime" in node.mountinfo() and res["status"]["corrected"]
+
+
+def test_failed_fix_says_what_it_ran(node):
+    node.refuse[UNIT] = "Job for %s failed.\n" % UNIT
+    with pytest.raises(check.MountError) as e:
+        apply(node, False)
+    assert [a["argv"][1] for a in e.value.actions] == ["daemon-reload", "enable", "start"]
