@@ -67,8 +67,8 @@ def test_rdma_mount_is_the_collections_unit_and_came_back_after_the_reboot(host,
     assert enabled == 'enabled' and active == 'active'
     assert vol['path'] not in fstab, 'the RDMA mount must come from the unit, not fstab'
     fstype, source, opts = got
-    assert fstype == 'nfs4' and source == '%s:%s' % (lab_vars['gpufabric_lab_nfs_server'],
-                                                      lab_vars['gpufabric_lab_nfs_export'])
+    want = '%s:%s' % (lab_vars['gpufabric_lab_nfs_server'], lab_vars['gpufabric_lab_nfs_export'])
+    assert fstype == 'nfs4' and source == want
     assert opts['proto'] == 'rdma' and opts['port'] == '20049' and opts['vers'] == vol['vers']
     # the side_effect rebooted the node after converge: the unit mounted it at this boot, after the applier
     units = host.check_output("systemctl show -p After --value '%s'" % unit).split()

@@ -341,8 +341,8 @@ def test_unit_change_remounts_only_when_the_mount_settings_change(node):
     assert [i["key"] for i in res["items"]] == ["content"]
     assert node.verbs() == ["is-enabled", "daemon-reload", "is-enabled"]     # ordering only: no remount
     node.calls = []
-    res = apply(node, False, [dict(VOL, options=["noatime"])], after_units=["gpufabric-apply.service",
-                                                                         "nfs-server.service"])
+    after = ["gpufabric-apply.service", "nfs-server.service"]
+    res = apply(node, False, [dict(VOL, options=["noatime"])], after_units=after)
     assert node.verbs() == ["is-enabled", "daemon-reload", "restart", "is-enabled"]
     assert ",noatime" in node.mountinfo() and res["status"]["corrected"]
 
