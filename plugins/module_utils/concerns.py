@@ -52,6 +52,7 @@ CONCERNS = (
     dict(name="mtu", title="Rail MTU", role="rail_network", core=True),
     dict(name="nccl", title="NCCL defaults", role="nccl", core=True),
     dict(name="persistence", title="Boot-time persistence", role="persistence", core=True),
+    dict(name="nfs_mounts", title="NFS over RDMA mounts", role="storage_mounts", core=True),
     # read-only: a check and a real run say the same, nothing is corrected (the fabric_health role)
     dict(name="pcie_link", title="PCIe link health", role="fabric_health", core=True),
     dict(name="gpudirect_rdma", title="GPUDirect RDMA mechanism", role="fabric_health", core=True),

@@ -31,7 +31,7 @@ WHY = why_not()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
 
 NODES = {"cs1": "hgx-h200", "cs2": "hgx-h200"}
-CORE = ("cmdline", "acs", "dcb", "rdma_cm", "sysctl", "routing", "nccl", "persistence")
+CORE = ("cmdline", "acs", "dcb", "rdma_cm", "sysctl", "routing", "nccl", "persistence", "nfs_mounts")
 FAILING_DCB = "#!/bin/sh\necho 'Error: Failed to connect to the kernel: Operation not supported' >&2\nexit 1\n"
 
 
@@ -72,6 +72,7 @@ def test_no_boot_loader_node_reports_every_concern_and_the_injected_drift(fleet,
     assert st["dcb"] == "drift" and st["sysctl"] == "drift", st
     assert st["acs"] in ("ok", "drift") and st["rdma_cm"] == "ok" and st["nccl"] == "ok", st
     assert st["routing"] == "not_applicable" and st["persistence"] == "ok", st
+    assert st["nfs_mounts"] == "not_applicable", st    # storage_mounts_volumes is empty
     items = dict(((i["object"], i["key"]), i) for c in ("dcb", "sysctl")
                  for i in report["nodes"]["cs2"]["concerns"][c]["items"])
     assert (rails[1], "dscp_prio:26") in items and (rails[3], "arp_ignore") in items, items

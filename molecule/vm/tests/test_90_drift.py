@@ -80,3 +80,36 @@ def test_injected_drift_reported_exactly_and_fixed(host, node):
     assert rc == 0, out[-4000:]
     assert sorted(fixed['items'], key=_item_key) == expected
     assert after == {'arp_ignore': '1', 'tos': '106', 'acs': '0011'}
+
+
+def _mount_proto(host, path):
+    proto = None
+    for line in host.file('/proc/self/mountinfo').content_string.splitlines():
+        left, _sep, right = line.partition(' - ')
+        if left.split()[4] == path:
+            opts = right.split()[2].split(',')
+            proto = dict(o.split('=', 1) for o in opts if '=' in o).get('proto')
+    return proto
+
+
+def test_removed_nfs_mount_is_drift_and_the_fix_mounts_it_again(host, node, lab_vars):
+    path = lab_vars['storage_mounts_volumes'][0]['path']
+    unit = host.check_output('systemd-escape --path --suffix=mount %s' % path)
+    host.check_output("umount '%s'" % path)
+    assert _mount_proto(host, path) is None
+
+    rc, out = playbook(DRIFT, '-e', 'gpufabric_report_dir=' + REPORTS, timeout=900)
+    rep = report(node, 'drift-report')
+    log('drift.yml after umount %s: rc=%d items=%s' % (path, rc, rep['items']))
+    assert rc != 0
+    assert rep['items'] == [{'concern': 'nfs_mounts', 'object': path, 'key': 'mounted', 'current': 'absent',
+                             'desired': 'mounted'}]
+    assert rep['concerns']['nfs_mounts']['status'] == 'drift'
+
+    rc, out = playbook(DRIFT, '-e', 'gpufabric_report_dir=' + REPORTS, '-e', 'gpufabric_fix=true', timeout=900)
+    fixed = report(node, 'drift-fixed')
+    proto = _mount_proto(host, path)
+    log('drift.yml -e gpufabric_fix=true: rc=%d items=%s; %s proto=%s, %s %s' % (
+        rc, fixed['items'], path, proto, unit, host.run("systemctl is-active '%s'" % unit).stdout.strip()))
+    assert rc == 0, out[-4000:]
+    assert fixed['concerns']['nfs_mounts']['status'] == 'ok' and proto == 'rdma'

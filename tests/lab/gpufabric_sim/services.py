@@ -511,6 +511,12 @@ class Systemctl(object):
                 self.err.write("Failed to start %s: Unit %s not found.\n" % (unit, unit))
                 rc = 5
                 continue
+            if unit.endswith(".mount"):
+                # no kernel behind the tree can mount anything: say so, as a mount that fails would
+                self.err.write("Failed to start %s: the simulated node cannot mount file systems (its "
+                               "proc/self/mountinfo lists what the topology's nfs_mounts give).\n" % unit)
+                rc = 1
+                continue
             self._ensure_loaded(state, unit, path)
             if self._unit_state(state, unit) == "active":
                 continue

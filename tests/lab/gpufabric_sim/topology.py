@@ -261,6 +261,20 @@ def expand(raw):
     nvfs.setdefault("modules", {})
     nvfs.setdefault("rw_stats_enabled", 0)
     topo["nvidia_fs"] = nvfs
+    # NFS mounts the node has (the simulator cannot mount: proc/self/mountinfo lists them as the kernel would, and
+    # the tree has that file only when the topology names some); each {path, source, fstype, options}
+    mounts = topo.get("nfs_mounts")
+    if mounts is not None:
+        if not isinstance(mounts, list):
+            raise TopologyError("nfs_mounts must be a list of {path, source, fstype, options}")
+        for m in mounts:
+            if not isinstance(m, dict) or not str(m.get("path", "")).startswith("/") or ":" not in str(
+                    m.get("source", "")):
+                raise TopologyError("nfs_mounts entry %r needs an absolute path and a source server:/export" % (m,))
+            m.setdefault("fstype", "nfs4")
+            if m["fstype"] not in ("nfs", "nfs4"):
+                raise TopologyError("nfs_mounts %s: fstype must be nfs or nfs4" % m["path"])
+            m.setdefault("options", "vers=4.2,proto=rdma,port=20049")
     topo["iproute2_version"] = str(topo.get("iproute2_version", "6.1.0"))
     if topo["iproute2_version"] not in ("6.1.0", "6.5.0"):
         raise TopologyError("iproute2_version must be 6.1.0 or 6.5.0")

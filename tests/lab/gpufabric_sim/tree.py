@@ -554,6 +554,8 @@ class _Builder(object):
                    "kernel/drivers/video/nvidia-peermem.ko.zst: kernel/drivers/video/nvidia.ko.zst\n", 0o644)
         if gdr["peermem"] == "loaded":
             _write(self.p("sys/module/nvidia_peermem/initstate"), "live\n", 0o444)
+        if t.get("nfs_mounts") is not None:
+            _write(self.p("proc/self/mountinfo"), mountinfo_text(t["nfs_mounts"]), 0o444)
         init = t.get("init", "systemd")
         _write(self.p("proc/1/comm"), init + "\n", 0o444)
         if init == "systemd":
@@ -752,6 +754,29 @@ def nvfs_stats_text(driver_version, gds_version, rw_stats, counters=None):
         "Ops\t\t\t\t: Read=0 Write=0 BatchIO=0\n",
     ])
     return "".join(lines)
+
+
+# what a booted host's mountinfo starts with (field 3 is the device number, 4 the root of the mount in its file
+# system, then the per-mount options, optional fields up to "-", the type, the source and the super options)
+_BASE_MOUNTS = (
+    "22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw,errors=remount-ro",
+    "23 22 0:21 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw",
+    "24 22 0:22 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw",
+    "25 22 0:24 / /run rw,nosuid,nodev,noexec,relatime shared:2 - tmpfs tmpfs rw,size=26349668k,mode=755",
+)
+
+
+def mountinfo_text(nfs_mounts):
+    """/proc/self/mountinfo of a host with the base mounts and these NFS mounts, in the kernel's format: the
+    super options of an NFS mount come from the kernel (nfs_show_mount_options), the entry's own string first."""
+    lines = list(_BASE_MOUNTS)
+    for i, m in enumerate(nfs_mounts):
+        addr = m["source"].rsplit(":", 1)[0].strip("[]")
+        opts = "rw,%s,rsize=1048576,wsize=1048576,namlen=255,hard,timeo=600,retrans=2,sec=sys,local_lock=none," \
+               "addr=%s" % (m["options"], addr)
+        lines.append("%d 22 0:%d / %s rw,relatime shared:%d - %s %s %s"
+                     % (100 + i, 60 + i, m["path"].replace(" ", "\\040"), 70 + i, m["fstype"], m["source"], opts))
+    return "\n".join(lines) + "\n"
 
 
 def build_tree(root, topology, node_index=1):

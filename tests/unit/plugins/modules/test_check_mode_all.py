@@ -66,6 +66,15 @@ def _vendor_args(node):
             "cache_dir": os.path.join(node["root"], "var/cache/gpufabric/vendor_nfs"), "builder_create": False}
 
 
+def _nfs_args(node):
+    path = os.path.join(node["root"], "proc/self/mountinfo")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(sim_tree.mountinfo_text([]))
+    return {"volumes": [{"path": "/mnt/nfs-rdma", "server": "10.77.0.10", "export": "/srv/nfs", "vers": "4.1"}]}
+
+
 CASES = {
     # state-managing modules: a real run would change the drifted node
     "dcb_qos": _case(lambda n: {"rails": _rails(n)}, True),
@@ -81,6 +90,8 @@ CASES = {
     # the node's kernel is not held yet (apt-mark, the simulator's package database)
     "kernel_hold": _case(lambda n: {"kernel_releases": [n["manifest"]["kernel_release"]]}, True),
     "nccl_config": _case(lambda n: {"rails": _rails(n)}, True),
+    # the node mounts nothing over NFS (its mountinfo has the base mounts only): the unit and the mount are missing
+    "nfs_mounts": _case(_nfs_args, True),
     "pcie_acs": _case(lambda n: {}, True),
     "rail_sysctl": _case(lambda n: {"rails": _rails(n)}, True),
     # the test's own loopback (MTU 65536, no max_mtu): check mode reads it with the real ip and changes nothing

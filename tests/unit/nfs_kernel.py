@@ -1,0 +1,119 @@
+# -*- coding: utf-8 -*-
+"""A node for the nfs_mounts tests: a sysroot with /proc/self/mountinfo and a systemctl that behaves like systemd
+with the kernel's NFS client behind it (mount units enabled through remote-fs.target.wants, started by writing the
+mount into mountinfo as the kernel shows it: fstype nfs4 for v4.x, the super options the kernel prints)."""
+from __future__ import absolute_import, division, print_function
+
+import os
+
+__metaclass__ = type
+
+BASE = ("22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/vda1 rw,errors=remount-ro\n"
+        "23 22 0:21 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw\n"
+        "24 22 0:22 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n")
+# options mount.nfs keeps to itself or hands to systemd: the kernel never shows them
+USERSPACE = ("_netdev", "nofail", "auto", "noauto", "user", "users", "defaults")
+
+
+def nfs_line(mount_id, path, source, vers, proto="rdma", port=20049, nconnect=None, extra=""):
+    """One mountinfo line as fs/proc_namespace.c and fs/nfs/super.c (nfs_show_mount_options) write it."""
+    addr = source.rsplit(":", 1)[0].strip("[]")
+    opts = "rw,vers=%s,rsize=1048576,wsize=1048576,namlen=255,hard,proto=%s%s,port=%d,timeo=600,retrans=2," \
+           "sec=sys,clientaddr=10.77.0.10,local_lock=none,addr=%s%s" % (
+               vers, proto, ",nconnect=%d" % nconnect if nconnect else "", port, addr, extra)
+    return "%d 22 0:%d / %s rw,relatime shared:%d - %s %s %s\n" % (
+        mount_id, mount_id, path, mount_id, "nfs" if vers == "3" else "nfs4", source, opts)
+
+
+class Node(object):
+    def __init__(self, root, lines=""):
+        self.root = root
+        self.calls = []
+        self.refuse = {}          # unit -> stderr of a start that fails (a busy mount, a server refusing RDMA)
+        self.trunk_tcp = False    # NFSv4 trunking: a new mount reuses a TCP client of the same server and version
+        self.write_mountinfo(BASE + lines)
+
+    def p(self, *parts):
+        return os.path.join(self.root, *[x.lstrip("/") for x in parts])
+
+    def mountinfo(self):
+        with open(self.p("proc/self/mountinfo")) as f:
+            return f.read()
+
+    def write_mountinfo(self, text):
+        os.makedirs(self.p("proc/self"), exist_ok=True)
+        with open(self.p("proc/self/mountinfo"), "w") as f:
+            f.write(text)
+
+    def unmount(self, path):
+        self.write_mountinfo("".join(line for line in self.mountinfo().splitlines(True)
+                                     if line.split()[4] != path))
+
+    def _unit(self, unit):
+        path = self.p("etc/systemd/system", unit)
+        if not os.path.exists(path):
+            return None
+        out = {}
+        with open(path) as f:
+            for line in f:
+                k, sep, v = line.strip().partition("=")
+                if sep and not line.startswith("#"):
+                    out[k] = v
+        return out
+
+    def _mount(self, unit):
+        u = self._unit(unit)
+        if u is None:
+            return 5, "", "Failed to start %s: Unit %s not found.\n" % (unit, unit)
+        if unit in self.refuse:
+            return 1, "", self.refuse[unit]
+        opts = [o.split("=", 1) if "=" in o else [o, None] for o in u["Options"].split(",")]
+        d = dict((k, v) for k, v in opts)
+        extra = "".join(",%s" % (k if v is None else "%s=%s" % (k, v)) for k, v in opts
+                        if k not in ("proto", "port", "vers", "nconnect", "hard") and k not in USERSPACE
+                        and not k.startswith("x-systemd."))
+        proto = "tcp" if self.trunk_tcp else d["proto"]
+        n = 100 + len(self.mountinfo().splitlines())
+        self.write_mountinfo(self.mountinfo() + nfs_line(n, u["Where"], u["What"], d["vers"], proto,
+                                                         int(d["port"]), int(d["nconnect"]) if d.get("nconnect")
+                                                         else None, extra))
+        return 0, "", ""
+
+    def run(self, argv):
+        self.calls.append(list(argv))
+        verb, args = argv[1], argv[2:]
+        wants = self.p("etc/systemd/system/remote-fs.target.wants")
+        if verb == "is-enabled":
+            if self._unit(args[0]) is None:
+                return 1, "", "Failed to get unit file state for %s: No such file or directory\n" % args[0]
+            return (0, "enabled\n", "") if os.path.lexists(os.path.join(wants, args[0])) else (1, "disabled\n", "")
+        if verb == "enable":
+            os.makedirs(wants, exist_ok=True)
+            os.symlink("/etc/systemd/system/" + args[0], os.path.join(wants, args[0]))
+            return 0, "", ""
+        if verb == "disable":
+            if os.path.lexists(os.path.join(wants, args[0])):
+                os.unlink(os.path.join(wants, args[0]))
+            return 0, "", ""
+        if verb == "daemon-reload":
+            return 0, "", ""
+        if verb in ("stop", "restart"):
+            where = self.where(args[0])
+            if where:
+                self.unmount(where)
+            if verb == "stop":
+                return 0, "", ""
+        if verb in ("start", "restart"):
+            return self._mount(args[0])
+        raise AssertionError("unexpected systemctl call %r" % (argv,))
+
+    def where(self, unit):
+        u = self._unit(unit)
+        if u is not None:
+            return u["Where"]
+        # systemd knows every mount point as a unit: unescape the name
+        name = unit[:-len(".mount")]
+        return "/" + bytes(name.replace("-", "/"), "ascii").decode("unicode_escape")
+
+    def verbs(self):
+        return [c[1] for c in self.calls]
