@@ -367,3 +367,7 @@ def _rdma_ports(fams, ports):
                      dir=c["dir"], counter=c["name"])
             read += 1
         fams.add("rdma_port_counters_up", read > 0, device=p["device"], port=p["port"], rail=p.get("rail") or "")
+
+
+def render_evidence(evidence):
+    return render(families_from_evidence(evidence))
