@@ -51,6 +51,8 @@ def validate(p):
         if len(p[key]) > 1:
             p[key] = p[key].rstrip("/") or "/"
     try:
+        inputs.safe_path(p["evidence_textfile_dir"], "evidence_textfile_dir")
+        inputs.file_name(p["evidence_filename"], "evidence_filename")
         evidence.textfile_path(p["evidence_textfile_dir"], p["evidence_filename"])
         inputs.safe_path(p["evidence_script"], "evidence_script")
     except inputs.InputError as e:
@@ -61,7 +63,13 @@ def validate(p):
         raise ValueError("evidence_script %r must differ from script and lie outside lib_dir %r"
                          % (p["evidence_script"], p["lib_dir"]))
     if p["evidence_desired"] is not None:
-        evidence.desired_document(p["evidence_desired"])
+        if not p["evidence"] or p["state"] != "present":
+            raise ValueError("evidence_desired is the evidence timer's desired state: it needs evidence: true and "
+                             "state: present")
+        try:
+            evidence.desired_document(p["evidence_desired"])
+        except ValueError as e:
+            raise ValueError("evidence_desired: %s" % e)
 
 
 def paths(p):
