@@ -41,7 +41,7 @@ import stat
 import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils import (
-    dcb, inputs, nvfs, persist, rdma_cm, state)
+    dcb, inputs, nvfs_parse, persist, rdma_cm, state)
 
 DEFAULT_TEXTFILE_DIR = "/var/lib/node_exporter/textfile_collector"
 DEFAULT_FILENAME = "gpufabric.prom"
@@ -245,10 +245,10 @@ def read_tos(sysroot, facts):
 def read_nvfs(sysroot, facts):
     if not (facts.get("nvidia_fs") or {}).get("loaded"):
         return None
-    text = sysroot.read_raw(nvfs.STATS)
+    text = sysroot.read_raw(nvfs_parse.STATS)
     if not text:
         return None
-    return nvfs.counters(nvfs.parse_stats(text))
+    return nvfs_parse.counters(nvfs_parse.parse_stats(text))
 
 
 # --- the desired state on the node ------------------------------------------------------------------------

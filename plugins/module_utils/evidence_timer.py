@@ -31,7 +31,7 @@ import sys
 import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils import (
-    applier, concerns as cm, evidence, guard, inputs, prom, topology)
+    applier, concerns as cm, evidence, guard, inputs, node_check, prom, topology)
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 RC_OK = 0
@@ -40,11 +40,10 @@ RC_ARGS = 2
 RC_REFUSED = guard.RC_REFUSED
 
 
-def default_evaluate(desired, sysroot, runner):
-    """The one-call check of ``node_check.py`` (imported here so that a node without it fails as an error of the
-    concerns, not of the whole file)."""
-    from ansible_collections.gpufabric.node.plugins.module_utils import node_check
-    return node_check.evaluate(desired, sysroot=sysroot, runner=runner)
+def default_evaluate(desired, sysroot, _run):
+    """The one-call check of ``node_check.py``: every core concern, with its own command runner
+    (``task_host.LocalRunner``: ``LC_ALL=C``, argv lists, binaries looked up on PATH)."""
+    return node_check.evaluate(desired, sysroot=sysroot)
 
 
 def _every(status, reason, names=cm.CORE):

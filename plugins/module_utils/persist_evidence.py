@@ -27,14 +27,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import evidence, evidence_timer, inputs, persist
+from ansible_collections.gpufabric.node.plugins.module_utils import evidence, inputs, persist
 
 SERVICE = "gpufabric-evidence.service"
 TIMER = "gpufabric-evidence.timer"
 DEFAULT_SCRIPT = "/usr/local/sbin/gpufabric-evidence"
 DEFAULT_INTERVAL = 60
 MIN_INTERVAL, MAX_INTERVAL = 10, 86400
-ENTRY = evidence_timer.__name__.rsplit(".", 1)[-1]
+# the module_utils the script runs (persist_task imports it, so it is in the library copy)
+ENTRY = "evidence_timer"
 SUMMARY = ("gpufabric-evidence: write the gpufabric node_exporter textfile (facts, concern status, PCIe links, "
            "RDMA counters, GDS proof age).")
 OPTIONS = ("evidence", "evidence_interval", "evidence_textfile_dir", "evidence_filename", "evidence_script",

@@ -279,106 +279,14 @@ dcb_version:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
-from ansible_collections.gpufabric.node.plugins.module_utils import dcb
-from ansible_collections.gpufabric.node.plugins.module_utils import desired as desired_state
-from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
-from ansible_collections.gpufabric.node.plugins.module_utils import results
-from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
+from ansible_collections.gpufabric.node.plugins.module_utils import dcb_task, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 
-def make_runner(module, binary):
-    def run(argv):
-        return module.run_command([binary] + list(argv[1:]),
-                                  environ_update={"LC_ALL": "C", "LANG": "C"})
-    return run
-
-
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            rails=dict(type="list", elements="str", required=True),
-            dscp_map=dict(type="list", elements="dict", options=dict(
-                dscp=dict(type="int", required=True),
-                priority=dict(type="int", required=True),
-            )),
-            pfc_priorities=dict(type="list", elements="int", default=[3]),
-            trust=dict(type="str", choices=["dscp", "pcp"], default="dscp"),
-            other_app_entries=dict(type="str", choices=list(dcb.OTHER_APP_CHOICES), default=dcb.DEFAULT_OTHER_APP),
-            ets=dict(type="dict", options=dict(
-                tc_tsa=dict(type="list", elements="str", required=True),
-                tc_bw=dict(type="list", elements="int", required=True),
-                prio_tc=dict(type="list", elements="int", required=True),
-            )),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=dcb_task.ARGUMENT_SPEC, supports_check_mode=True)
     inputs.guard(module)
-    p = module.params
-    desired = {"dscp_map": p["dscp_map"], "pfc_priorities": p["pfc_priorities"],
-               "trust": p["trust"], "ets": p["ets"]}
-    # other_app_entries goes to apply_dcb; the recorded state (state.py) does not hold it yet
-    want = dict(desired, other_app_entries=p["other_app_entries"])
-    conflicts = desired_state.contradictions(
-        {"trust": p["trust"], "pfc_priorities": p["pfc_priorities"],
-         "dscp_map": p["dscp_map"] if p["dscp_map"] is not None else
-         (dcb.DEFAULT_DSCP_MAP if p["trust"] == "dscp" else [])})
-    if conflicts:
-        msg = "; ".join(conflicts)
-        module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg)})
-    sysroot = Sysroot()
-    try:
-        dcb.normalize_desired(want)
-        dcb.validate_rails(sysroot, p["rails"])
-    except dcb.DcbValidationError as e:
-        module.fail_json(msg=str(e), concerns={"dcb": concerns.error("dcb", str(e))})
-
-    binary = module.get_bin_path("dcb")
-    if binary is None:
-        msg = "the dcb command (iproute2 >= 5.12) was not found in PATH; install iproute2"
-        module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg)})
-
-    # one writer of node state at a time (nodelock.py): held from the read of the rails through the read-back
-    # and the record, so a concurrent run or the boot-time applier cannot interleave its commands
-    with nodelock.for_module(module, sysroot, "dcb_qos", ("dcb",)):
-        try:
-            res = dcb.apply_dcb(make_runner(module, binary), p["rails"], want, module.check_mode,
-                                sysroot=sysroot)
-        except dcb.DcbValidationError as e:
-            module.fail_json(msg=str(e), concerns={"dcb": concerns.error("dcb", str(e))})
-        except dcb.DcbError as e:
-            msg = "DCB configuration failed: %s" % e
-            module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg)})
-
-        # the boot-time applier re-applies what is recorded here (DCB is lost at reboot and driver reload); a rail
-        # that failed keeps what was recorded for it
-        failed = results.names(res["results"], results.FAILED)
-        section = dict(desired, rails=p["rails"])
-        out = dict(changed=res["changed"], rails=res["rails"], results=res["results"], drift=list(res["drift"]),
-                   commands=res["commands"], dcb_version=res["dcb_version"], state_file=state_store.STATE_FILE)
-        try:
-            st_before, st_after, st_item = state_store.record_with_drift(sysroot, "dcb", section, module.check_mode,
-                                                                         keep=failed)
-        except (ValueError, OSError, IOError) as e:
-            msg = "recording the DCB state for the boot-time applier failed: %s" % e
-            module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg, items=results.annotate(
-                out["drift"], res["results"]))}, **out)
-    if st_item:
-        out["drift"].append(st_item)
-    out["changed"] = out["changed"] or bool(st_item)
-    if module._diff:
-        out["diff"] = [dict(before=dcb.diff_text(res["rails"], "before"),
-                            after=dcb.diff_text(res["rails"], "after"),
-                            before_header="dcb (runtime)", after_header="dcb (runtime)"),
-                       dict(before=st_before, after=st_after, before_header=state_store.STATE_FILE,
-                            after_header=state_store.STATE_FILE)]
-    if failed:
-        msg = results.failure_message("DCB configuration", "rail(s)", res["results"])
-        out["concerns"] = {"dcb": concerns.error("dcb", msg, items=results.annotate(out["drift"], res["results"]))}
-        module.fail_json(msg=msg, **out)
-    out["concerns"] = {"dcb": concerns.from_items("dcb", out["drift"], module.check_mode)}
-    module.exit_json(**out)
+    module.exit_json(**dcb_task.run(module, Sysroot()))
 
 
 if __name__ == "__main__":

@@ -262,31 +262,14 @@ warnings_found:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufabric.node.plugins.module_utils import facts_task, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
-from ansible_collections.gpufabric.node.plugins.module_utils import inputs, os_profiles, topology
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(gather_subset=dict(type="list", elements="str", default=["all"])),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=facts_task.ARGUMENT_SPEC, supports_check_mode=True)
     inputs.guard(module)
-    try:
-        topology.normalize_subset(module.params["gather_subset"])
-    except ValueError as e:
-        module.fail_json(msg=str(e))
-    try:
-        facts = topology.discover(Sysroot(), module.params["gather_subset"])
-    except (OSError, IOError, ValueError) as e:
-        module.fail_json(msg="GPU fabric discovery failed: %s" % e)
-    profile, why = os_profiles.detect(Sysroot())
-    facts["os_profile"] = os_profiles.facts(profile) if profile else None
-    facts["os_profile_reason"] = why
-    found = topology.warnings(facts)
-    for w in found:
-        module.warn(w)
-    module.exit_json(changed=False, ansible_facts={"gpufabric": facts}, warnings_found=found)
+    module.exit_json(**facts_task.run(module, Sysroot()))
 
 
 if __name__ == "__main__":

@@ -251,74 +251,16 @@ drift:
     - {concern: cmdline, object: running, key: iommu, current: iommu=off, desired: iommu=pt}
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import inputs
-from ansible_collections.gpufabric.node.plugins.module_utils.cmdline import (
-    CmdlineError,
-    CommandError,
-    ensure,
-    validate,
-)
-from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
+from ansible_collections.gpufabric.node.plugins.module_utils import cmdline_task, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 
-def _runner(module):
-    def run(argv):
-        return module.run_command(argv, environ_update={"LC_ALL": "C", "LANG": "C"})
-    return run
-
-
-def _bin_path(module):
-    def which(name):
-        if name == "env":
-            return module.get_bin_path("env", required=True)
-        return module.get_bin_path(name)
-    return which
-
-
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            present=dict(type="list", elements="str", default=[]),
-            absent=dict(type="list", elements="str", default=[]),
-            bootloader=dict(type="str", choices=["auto", "grub", "grubby", "systemd-boot", "uki", "none"],
-                            default="auto"),
-            update_bootloader=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=cmdline_task.ARGUMENT_SPEC, supports_check_mode=True)
     inputs.guard(module)
-    p = module.params
-    try:
-        # bad arguments fail before anything is touched, the lock included (ensure validates again)
-        validate(p["present"], p["absent"], arch=os.uname()[4])
-    except CmdlineError as e:
-        module.fail_json(msg=str(e))
-    # one writer of node state at a time (nodelock.py): from the read of the boot configuration through the update
-    with nodelock.for_module(module, Sysroot(), "kernel_cmdline"):
-        try:
-            result = ensure(
-                present=p["present"],
-                absent=p["absent"],
-                run=_runner(module),
-                bin_path=_bin_path(module),
-                bootloader=p["bootloader"],
-                update_bootloader=p["update_bootloader"],
-                check_mode=module.check_mode,
-                arch=os.uname()[4],
-            )
-        except CommandError as e:
-            module.fail_json(msg=str(e), rc=e.rc, stdout=e.out, stderr=e.err, cmd=e.argv)
-        except CmdlineError as e:
-            module.fail_json(msg=str(e))
-    diff = result.pop("diff")
-    if module._diff:
-        result["diff"] = diff
-    module.exit_json(**result)
+    module.exit_json(**cmdline_task.run(module, Sysroot()))
 
 
 if __name__ == "__main__":

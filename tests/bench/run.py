@@ -48,6 +48,7 @@ COLLECTION_CONCERN = {
     "gpufabric.node.rdma_cm_tos": "rdma_cm", "gpufabric.node.rail_sysctl": "sysctl",
     "gpufabric.node.nccl_config": "nccl", "gpufabric.node.fabric_persist": "persistence",
     "gpufabric.node.gpufabric_facts": "discovery", "ansible.builtin.setup": "discovery",
+    "gpufabric.node.fabric_check": "one-call check (every concern)",
 }
 BASELINE_CONCERN = [  # task name prefix -> concern
     ("Kernel arguments", "cmdline"), ("Update grub", "cmdline"), ("ACS", "acs"), ("Read ACS", "acs"),
@@ -180,6 +181,13 @@ def run_collection_drift(fleet, forks, logdir, tag, verbose=False, extra_env=Non
     return playbook(fleet, os.path.join(REPO, "playbooks", "drift.yml"),
                     ["-e", "gpufabric_report_dir=%s" % os.path.join(logdir, "reports")], forks, logdir, tag,
                     verbose, extra_env)
+
+
+def run_roles_drift(fleet, forks, logdir, tag, verbose=False):
+    """drift.yml's role-based check (-e gpufabric_check=roles): the path before issue 15, as a reference."""
+    return playbook(fleet, os.path.join(REPO, "playbooks", "drift.yml"),
+                    ["-e", "gpufabric_report_dir=%s" % os.path.join(logdir, "reports-roles"),
+                     "-e", "gpufabric_check=roles"], forks, logdir, tag, verbose)
 
 
 def run_baseline_converge(fleet, forks, logdir, tag):
@@ -345,7 +353,8 @@ def bench_size(n, args, logroot):
         subprocess.run([os.path.join(BIN, "ansible"), "-i", fleet.inventory, "all", "-m", "ansible.builtin.ping",
                         "-f", str(args.forks)], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         reps = args.reps if n == 1 else max(1, args.reps_large)
-        raw = {"collection": {"converge": [], "drift": []}, "baseline": {"converge": [], "drift": []}}
+        raw = {"collection": {"converge": [], "drift": []}, "baseline": {"converge": [], "drift": []},
+               "roles_check": {"converge": [], "drift": []}}
         variants = {
             "collection": (run_collection_converge, run_collection_drift),
             "baseline": (run_baseline_converge, run_baseline_drift),
@@ -364,6 +373,10 @@ def bench_size(n, args, logroot):
                 for k in range(args.drift_reps):
                     d = drift(fleet, args.forks, logdir, "%s-drift-%d-%d" % (v, r, k))
                     raw[v]["drift"].append(d)
+                    if v == "collection" and with_baseline:
+                        # the role-based check on the same converged fleet, interleaved with the one-call check
+                        raw["roles_check"]["drift"].append(
+                            run_roles_drift(fleet, args.forks, logdir, "roles-drift-%d-%d" % (r, k)))
                     log("n=%d rep %d %s: converge %.1fs rc=%d, drift %.1fs rc=%d (reset %.1fs, load %s)"
                         % (n, r, v, c["wall_s"], c["rc"], d["wall_s"], d["rc"], reset_s, loadavg()[0]))
                     res["runs"].append({"rep": r, "variant": v, "reset_s": round(reset_s, 2),
@@ -383,6 +396,19 @@ def bench_size(n, args, logroot):
                 "drift_task_results_per_node": task_results(raw[v]["drift"]),
                 "converge_task_results_per_node": task_results(raw[v]["converge"]),
             }
+        if raw["roles_check"]["drift"]:
+            rd = raw["roles_check"]["drift"]
+            res["roles_check"] = {
+                "drift_s": med([x["wall_s"] for x in rd]),
+                "drift_controller_cpu_s": med([x["controller_cpu_s"] for x in rd]),
+                "drift_controller_cpu_s_per_node": round(med([x["controller_cpu_s"] for x in rd]) / float(n), 3),
+                "all_rc_zero": all(x["rc"] == 0 for x in rd),
+                "drift_module_executions_per_node": task_executions(rd),
+                "drift_task_results_per_node": task_results(rd),
+            }
+        for v in ("collection", "baseline"):
+            if v in res and res[v].get("drift_controller_cpu_s") is not None:
+                res[v]["drift_controller_cpu_s_per_node"] = round(res[v]["drift_controller_cpu_s"] / float(n), 3)
         if not with_baseline:
             res["baseline"] = {"converge_s": None, "drift_s": None, "drift_per_concern_s": {},
                                "converge_per_concern_s": {}, "drift_module_executions_per_node": None,
@@ -486,6 +512,24 @@ def goals(results):
                 g.append({"goal": "module %s host-side main() < 100 ms (check mode, no-op, sim node)" % name,
                           "value": "%.0f ms (+%.0f ms import)" % (v["run_s"] * 1000, (v["import_s"] or 0) * 1000),
                           "met": v["run_s"] < 0.1})
+    # issue 15: the one-call check
+    if one:
+        execs = one["collection"].get("drift_module_executions_per_node")
+        g.append({"goal": "no-op drift check: 1 module execution (+1 discovery at most) per node",
+                  "value": str(execs), "met": execs is not None and execs <= 2})
+        ssh = one["collection"].get("ssh_drift", {}).get("ssh_commands_per_node")
+        g.append({"goal": "no-op drift check: <= 2 SSH commands per node", "value": str(ssh),
+                  "met": ssh is not None and ssh <= 2})
+        s = one.get("speedup_drift")
+        g.append({"goal": "no-op drift check of one node >= 10x faster than the baseline", "value": "%sx" % s,
+                  "met": bool(s and s >= 10)})
+    for n, r in sorted(by_n.items()):
+        cpu = r["collection"].get("drift_controller_cpu_s_per_node")
+        g.append({"goal": "controller CPU of the drift check <= 0.5 s per node (%d nodes)" % n,
+                  "value": "%s s" % cpu, "met": cpu is not None and cpu <= 0.5, "scope_nodes": n})
+        if n == 64:
+            g.append({"goal": "64 nodes at forks=%d checked in <= 60 s" % results["forks"],
+                      "value": "%.1fs" % r["collection"]["drift_s"], "met": r["collection"]["drift_s"] <= 60})
     vn = results.get("vendor_nfs_build_cached", {})
     g.append({"goal": "vendor client rebuild for unchanged (source, kernel) < 2 s",
               "value": ("%.3f s (main %.3f + import %.3f + 10 MiB hash)" % (vn["seconds"], vn["median_s"], vn["import_s"])
@@ -515,6 +559,15 @@ def write_md(results, path):
         L += ["", "Baseline not run above %s nodes (time budget: at 8 nodes it already takes ~6x the collection's "
               "time; its cost per node is ~8x the collection's module executions)."
               % results.get("baseline_max_nodes", 8)]
+    L += ["", "## No-op drift check: wall time and controller CPU per node", "",
+          "| nodes | one-call check s | CPU s/node | role-based check s | CPU s/node | baseline s | CPU s/node |",
+          "|---|---|---|---|---|---|---|"]
+    for r in results["sizes"]:
+        rc_ = r.get("roles_check", {})
+        L.append("| %d | %s | %s | %s | %s | %s | %s |" % (
+            r["nodes"], r["collection"]["drift_s"], fmt(r["collection"].get("drift_controller_cpu_s_per_node")),
+            fmt(rc_.get("drift_s")), fmt(rc_.get("drift_controller_cpu_s_per_node")), fmt(r["baseline"]["drift_s"]),
+            fmt(r["baseline"].get("drift_controller_cpu_s_per_node"))))
     L += ["", "## Per concern, no-op drift check (median seconds per host, sum of that concern's tasks)", "",
           "| nodes | concern | collection | baseline |", "|---|---|---|---|"]
     for r in results["sizes"]:

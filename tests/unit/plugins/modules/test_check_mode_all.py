@@ -24,6 +24,7 @@ import sys
 
 import pytest
 
+import desired_doc
 from gpufabric_sim import runtime as sim_runtime
 from gpufabric_sim import tree as sim_tree
 from gpufabric_sim.emulators import dcb as dcb_emu
@@ -84,6 +85,7 @@ CASES = {
     "rdma_cm_tos": _case(lambda n: {"rails": _rails(n)}, True),
     "vendor_nfs_build": _case(_vendor_args, True),
     # read-only modules: nothing to change, in check mode or not
+    "fabric_check": _case(lambda n: {"desired": desired_doc.resolve({"inventory_hostname": "ap1"})}, False),
     "fabric_counters": _case(lambda n: {"rails": _rails(n)}, False),
     "gds_verify": _case(lambda n: {"path": "/mnt/data"}, False),
     "gpufabric_facts": _case(lambda n: {}, False),

@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 
+import desired_doc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -25,6 +26,7 @@ from gpufabric_sim.emulators import dcb as dcb_emu
 from modrunner import run_module
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, evidence, persist_evidence, topology
+from ansible_collections.gpufabric.node.plugins.module_utils import node_desired as nd
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import fabric_persist
 
@@ -33,8 +35,11 @@ WRAPPER = "#!%s\nimport sys\nsys.path.insert(0, %r)\nfrom %s import %s\nsys.exit
 PROM = "var/lib/node_exporter/textfile_collector/gpufabric.prom"
 SCRIPT = "usr/local/sbin/gpufabric-evidence"
 UNITS = "etc/systemd/system/"
-DESIRED = {"dcb": {"rails": ["ens1np0"], "priority": 3}, "nccl": {"ib_hca": "=mlx5_0"}}
-ARGS = {"evidence": True, "evidence_desired": DESIRED, "evidence_interval": 30}
+# the desired state as fabric_check's action plugin resolves it for a host that turns the timer on, and the options
+# the persistence role (its action plugin) passes: the timer evaluates the very document the module installs
+DOC = desired_doc.resolve({"persistence_evidence": True, "persistence_evidence_interval": 30})
+DESIRED = nd.evidence_desired(DOC)
+ARGS = nd.persistence_params(DOC)
 
 
 @pytest.fixture(scope="module")
@@ -126,10 +131,16 @@ def test_install_idempotent_and_the_file_follows_the_node(node, monkeypatch):
     m = metrics(root)
     st = os.stat(os.path.join(root, PROM))
     assert stat.S_IMODE(st.st_mode) == 0o644
+    status = {}
     for name in concerns.CORE:
         mine = dict((dict(k)["status"], v) for k, v in m["gpufabric_concern_status"].items()
                     if dict(k)["concern"] == name)
         assert sorted(mine) == sorted(concerns.STATUSES) and sum(mine.values()) == 1.0, name
+        status[name] = [k for k, v in mine.items() if v == 1.0][0]
+    # evaluated on the node against the installed desired state: the timer's own installation is as desired, the
+    # fresh node's DCB is not
+    assert status["persistence"] == "ok" and status["dcb"] == "drift", status
+    assert m["gpufabric_evidence_desired_state"] == {frozenset(): 1.0}
     assert set(m["gpufabric_pcie_link_width_degraded"].values()) == {0.0}
     assert "gpufabric_gds_verdict_age_seconds" not in m
     t0 = m["gpufabric_evidence_timestamp_seconds"][frozenset()]
@@ -237,3 +248,9 @@ def test_hostile_text_in_the_desired_state_is_json_on_the_node(node, monkeypatch
         assert json.load(f)["desired"] == hostile
     bad = run_module(fabric_persist, dict(ARGS, evidence_desired={"x": "a\nb"}), monkeypatch=monkeypatch)
     assert bad.get("failed")
+
+
+def test_the_script_runs_a_module_the_library_copy_holds():
+    from ansible_collections.gpufabric.node.plugins.module_utils import persist_task
+    assert persist_task.EVIDENCE == persist_evidence.ENTRY
+    assert {"evidence_timer", "node_check", "evidence", "prom"} <= set(persist_task.library_sources())

@@ -126,6 +126,10 @@ ALLOWED = {
     ("fleet_report", "title"): TEXT_OK,
     ("fleet_report", "dest"): TEXT_OK,
     ("fleet_report", "nodes{key}"): TEXT_OK,
+    # read-only: the one-call check hands the desired values to the concern modules' code in check mode, which
+    # refuses a bad one as that concern's error (see PROOF); an unknown key is not read; nothing is written
+    ("fabric_check", "desired{key}"): TEXT_OK,
+    ("fabric_check", "desired{value}"): TEXT_OK,
     # nccl.conf is NCCL's KEY=VALUE file, one variable a line, the value the rest of the line (no shell): any
     # printable value is itself there (NCCL_DEBUG_FILE=/tmp/nccl.%h.%p is a real one)
     ("nccl_config", "extra_vars{value}"): TEXT_OK,
@@ -365,5 +369,15 @@ def _nccl_conf(node, args, option, hostile, res, before, after):
     assert "NCCL_DEBUG=WARN%s" % hostile("") in lines, lines
 
 
-PROOF = {"fabric_report": _report_files, "fleet_report": _report_files, "fabric_metrics": _prom_file,
+def _check_result(node, args, option, hostile, res, before, after):
+    """fabric_check: nothing written, and every concern has a status of the model (a refused value is an error
+    with a reason, never a crash)."""
+    assert after == before, "the read-only check changed the node"
+    assert res["changed"] is False and res["concerns"], res
+    for name, doc in res["concerns"].items():
+        assert doc["status"] in ("ok", "drift", "error", "not_checked", "not_applicable"), (name, doc)
+        assert doc["status"] == "ok" or doc["reason"], (name, doc)
+
+
+PROOF = {"fabric_check": _check_result, "fabric_report": _report_files, "fleet_report": _report_files, "fabric_metrics": _prom_file,
          "nccl_config": _nccl_conf}

@@ -1,0 +1,313 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one-call, read-only drift check of a node: every concern of the list in one execution.
+
+``evaluate(desired)`` runs discovery once and then, in check mode, the body of every concern module the roles run
+(``cmdline_task``, ``acs_task``, ``dcb_task``, ``rdma_cm_task``, ``rail_task``, ``nccl_task``, ``persist_task``),
+with the options the roles derive from their variables (``node_desired``). So each concern gets the status, items
+and reason its role's check gives. Nothing is written: the bodies run in check mode, which writes nothing and
+takes no node lock.
+
+``desired`` is one document of the roles' variables (their defaults overlaid with the inventory's, resolved once on
+the controller by the ``fabric_check`` action plugin; ``node_desired.KEYS`` lists them per concern).
+
+``REGISTRY`` holds one entry per concern: the evaluator and the desired keys it reads. Concerns evaluated by one
+module run (``sysctl`` and ``routing``: ``rail_sysctl``) share an evaluator, which runs once. A concern of
+``concerns.CONCERNS`` without an entry fails a unit test; to add one, write its module body as ``run(module,
+sysroot)`` in module_utils and register it here.
+
+A body that fails gives its concern(s) the module's own ``error`` status; one that raises gives ``error`` naming the
+exception; the other concerns still report.
+
+This file is private to the collection: no stable API is promised.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import platform
+
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils import desired as desired_state
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils import node_desired as nd
+from ansible_collections.gpufabric.node.plugins.module_utils import (
+    acs_task,
+    cmdline_task,
+    dcb_task,
+    facts_task,
+    nccl_task,
+    persist_task,
+    rail_task,
+    rdma_cm_task,
+)
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.task_host import LocalRunner, TaskFailed, TaskModule
+
+# the task names of playbooks/tasks/concerns.yml whose failures the node's result reports
+DISCOVERY_TASK = "Discover GPUs, rails, PCIe paths, IOMMU, driver, Fabric Manager, nvidia-fs"
+SCHEMA = "gpufabric.check/v1"
+
+
+class Context(object):
+    """What one evaluation shares: the desired state, the node, the runner, discovery (once) and the results."""
+
+    def __init__(self, desired, sysroot, runner):
+        self.desired = desired
+        self.sysroot = sysroot
+        self.runner = runner
+        self.facts = None
+        self.discovery_failed = False
+        self.warnings_found = []
+        self.module_warnings = []
+        self.errors = []
+        self.reboot = {}
+        self._rail_facts = None
+
+    def task(self, name, body, params, **kw):
+        """Run a concern module body in check mode; its result, or TaskFailed with what it would have failed with."""
+        spec_kw = dict((k, v) for k, v in kw.items() if k in ("mutually_exclusive", "required_one_of"))
+        extra = dict((k, v) for k, v in kw.items() if k not in spec_kw)
+        mod = TaskModule(name, body.ARGUMENT_SPEC, params, self.runner, check_mode=True, **spec_kw)
+        try:
+            inputs.guard(mod)  # the module's own input guard (control characters) before its body
+            return body.run(mod, self.sysroot, **extra)
+        finally:
+            self.module_warnings.extend("%s: %s" % (name, w) for w in mod.warnings)
+
+    def discover(self):
+        """The play's discovery (gpufabric_facts, every subset); on failure the play-level error the play reports."""
+        if self.facts is None:
+            try:
+                res = self.task("gpufabric_facts", facts_task, {"gather_subset": ["all"]})
+                self.facts = res["ansible_facts"]["gpufabric"]
+                self.warnings_found = list(res.get("warnings_found") or [])
+            except TaskFailed as e:
+                self.facts = {}
+                self.discovery_failed = True
+                self.errors.append("%s: %s" % (DISCOVERY_TASK, e.result.get("msg") or "failed"))
+        return self.facts
+
+    def pairing(self):
+        """The GPU<->rail pairing the roles derive their rails from: the play's discovery, else (when it failed)
+        what each role then discovers itself (gather_subset pci, rails)."""
+        facts = self.discover()
+        if "pairing" in facts:
+            return facts["pairing"]
+        if self._rail_facts is None:
+            res = self.task("gpufabric_facts", facts_task, {"gather_subset": ["pci", "rails"]})
+            self._rail_facts = res["ansible_facts"]["gpufabric"]
+        return self._rail_facts.get("pairing") or []
+
+    def architecture(self):
+        return self.discover().get("architecture") or platform.machine()
+
+
+def _failed(names, e):
+    """Statuses of ``names`` when their module body failed: the module's own error status where it gave one
+    (as the roles record it), else ``error`` with the message."""
+    own = e.result.get("concerns") or {}
+    out = {}
+    for n in names:
+        doc = own.get(n)
+        out[n] = model.normalize(n, doc) if isinstance(doc, dict) else model.error(n, e.result.get("msg"))
+    return out
+
+
+# ---- evaluators: one per module run, each mirrors its role's tasks ---------------------------------------------
+
+def _cmdline(ctx):
+    d = ctx.desired
+    try:
+        present, absent = nd.iommu_args(d, ctx.architecture())
+    except nd.DesiredError as e:
+        task = "Check that the IOMMU mode is supported on this architecture"
+        return {"cmdline": model.error("cmdline", str(e), task)}
+    try:
+        res = ctx.task("kernel_cmdline", cmdline_task, {"present": present, "absent": absent,
+                                                         "bootloader": d["iommu_bootloader"]})
+    except TaskFailed as e:
+        return _failed(["cmdline"], e)
+    ctx.reboot["cmdline"] = bool(res.get("reboot_required"))
+    return dict(res["concerns"])
+
+
+def _acs(ctx):
+    d = ctx.desired
+    try:
+        res = ctx.task("pcie_acs", acs_task, nd.acs_params(d))
+    except TaskFailed as e:
+        return _failed(["acs"], e)
+    docs = [res["concerns"]["acs"]]
+    cmd = None
+    if d["pcie_acs_persist"] == "kernel_cmdline" and res.get("kernel_arg") is not None:
+        cmd = {"present": [res["kernel_arg"]], "bootloader": d["pcie_acs_bootloader"]}
+    elif d["pcie_acs_persist"] == "applier":
+        cmd = {"absent": ["pci=disable_acs_redir"], "bootloader": d["pcie_acs_bootloader"]}
+    if cmd is not None:
+        try:
+            c = ctx.task("kernel_cmdline", cmdline_task, cmd)
+        except TaskFailed as e:
+            own = (e.result.get("concerns") or {}).get("cmdline")
+            docs.append(own if isinstance(own, dict) else model.error("acs", e.result.get("msg")))
+        else:
+            docs.append(c["concerns"]["cmdline"])
+            ctx.reboot["acs"] = bool(c.get("reboot_required"))
+    return {"acs": model.merge("acs", docs)}
+
+
+def _no_rails(names, reason):
+    return dict((n, model.status(model.NOT_CHECKED, reason)) for n in names)
+
+
+def _dcb(ctx):
+    rails, dcb_rails = nd.roce_qos_rails(ctx.desired, ctx.pairing())
+    if not rails:
+        return _no_rails(["dcb"], ctx.desired["__roce_qos_no_rails"])
+    try:
+        res = ctx.task("dcb_qos", dcb_task, nd.dcb_params(ctx.desired, dcb_rails))
+    except TaskFailed as e:
+        return _failed(["dcb"], e)
+    return dict(res["concerns"])
+
+
+def _rdma_cm(ctx):
+    rails, _dcb_rails = nd.roce_qos_rails(ctx.desired, ctx.pairing())
+    if not rails:
+        return _no_rails(["rdma_cm"], ctx.desired["__roce_qos_no_rails"])
+    try:
+        res = ctx.task("rdma_cm_tos", rdma_cm_task, nd.rdma_cm_params(ctx.desired, rails),
+                       mutually_exclusive=rdma_cm_task.MUTUALLY_EXCLUSIVE, required_one_of=rdma_cm_task.REQUIRED_ONE_OF)
+    except TaskFailed as e:
+        return _failed(["rdma_cm"], e)
+    return dict(res["concerns"])
+
+
+def _rail_network(ctx):
+    rails = nd.rails(ctx.desired["rail_network_rails"], ctx.pairing())
+    if not rails:
+        return _no_rails(["sysctl", "routing"], ctx.desired["__rail_network_no_rails"])
+    try:
+        res = ctx.task("rail_sysctl", rail_task, nd.rail_network_params(ctx.desired, rails))
+    except TaskFailed as e:
+        return _failed(["sysctl", "routing"], e)
+    return dict(res["concerns"])
+
+
+def _nccl(ctx):
+    rails = nd.rails(ctx.desired["nccl_rails"], ctx.pairing())
+    if not rails:
+        return _no_rails(["nccl"], ctx.desired["__nccl_no_rails"])
+    try:
+        res = ctx.task("nccl_config", nccl_task, nd.nccl_params(ctx.desired, rails))
+    except TaskFailed as e:
+        return _failed(["nccl"], e)
+    return dict(res["concerns"])
+
+
+def _persistence(ctx):
+    try:
+        res = ctx.task("fabric_persist", persist_task, nd.persistence_params(ctx.desired))
+    except TaskFailed as e:
+        return _failed(["persistence"], e)
+    return dict(res["concerns"])
+
+
+def _proof(name, what):
+    def evaluate_proof(ctx):
+        return {name: model.status(model.NOT_CHECKED, "the one-call check makes no %s; run the %s role (verify.yml)"
+                                   % (what, model.CONCERNS[model.NAMES.index(name)]["role"]))}
+    return evaluate_proof
+
+
+def entry(evaluate_fn, keys):
+    return {"evaluate": evaluate_fn, "keys": tuple(keys)}
+
+
+# name -> evaluator and the desired keys it reads; concerns sharing an evaluator are evaluated by one module run
+REGISTRY = {
+    "cmdline": entry(_cmdline, nd.KEYS["cmdline"]),
+    "acs": entry(_acs, nd.KEYS["acs"]),
+    "dcb": entry(_dcb, nd.KEYS["dcb"]),
+    "rdma_cm": entry(_rdma_cm, nd.KEYS["rdma_cm"]),
+    "sysctl": entry(_rail_network, nd.KEYS["sysctl"]),
+    "routing": entry(_rail_network, nd.KEYS["routing"]),
+    "nccl": entry(_nccl, nd.KEYS["nccl"]),
+    "persistence": entry(_persistence, nd.KEYS["persistence"]),
+    # the two proofs move data (a counted GDS transfer, an NFS mount): a read-only check cannot make them
+    "gds": entry(_proof("gds", "GPUDirect Storage transfer"), ()),
+    "vendor_client": entry(_proof("vendor_client", "vendor NFS client proof"), ()),
+}
+
+
+def missing_evaluators():
+    """Concerns of the list without an entry in REGISTRY."""
+    return [n for n in model.NAMES if n not in REGISTRY]
+
+
+def desired_keys(names=None):
+    """Every desired key the evaluation of ``names`` (default CORE) reads: the settings checked for contradictions,
+    then each concern's, in registry order."""
+    out = list(nd.CONFLICT_KEYS)
+    for n in model.managed_names(names):
+        for k in REGISTRY[n]["keys"]:
+            if k not in out:
+                out.append(k)
+    return out
+
+
+def _contradictions(desired):
+    """The start of playbooks/tasks/concerns.yml: settings that contradict each other fail every core concern."""
+    return desired_state.conflicts(desired_state.from_role_vars(nd.conflict_vars(desired)))
+
+
+def evaluate(desired, sysroot="/", runner=None, concerns=None):
+    """Every concern of ``concerns`` (default CORE) on this node, read-only.
+
+    Returns ``{"schema", "concerns": {name: status doc}, "facts": the gpufabric facts, "warnings": discovery's
+    warnings (gpufabric_facts' warnings_found), "module_warnings": the bodies' own warnings, "reboot_required":
+    the boot loader has kernel arguments the running kernel lacks, "errors": play-level failures (discovery)}``:
+    the node data the reports read (``concerns.assess``).
+    """
+    names = model.managed_names(concerns, "concerns")
+    missing = missing_evaluators()
+    if missing:
+        raise model.ConcernError("no evaluator for concern(s) %s" % ", ".join(missing))
+    if not isinstance(desired, dict):
+        raise nd.DesiredError("desired must be a mapping of role variables, got %r" % type(desired).__name__)
+    lacking = [k for k in desired_keys(names) if k not in desired]
+    if lacking:
+        raise nd.DesiredError("the desired state lacks %s" % ", ".join(lacking))
+    if not isinstance(sysroot, Sysroot):
+        sysroot = Sysroot(sysroot)
+    ctx = Context(desired, sysroot, runner or LocalRunner())
+    out = {"schema": SCHEMA, "concerns": {}, "reboot_required": False}
+    problems = _contradictions(desired)
+    if problems:
+        reason = "not checked or changed: the desired settings contradict each other: %s" % " | ".join(problems)
+        out["concerns"] = dict((n, model.status(model.ERROR, reason)) for n in names)
+        out.update(facts={}, warnings=[], module_warnings=[], errors=[])
+        return out
+    ctx.discover()
+    done = {}
+    for n in names:
+        if n in out["concerns"]:
+            continue
+        fn = REGISTRY[n]["evaluate"]
+        if fn not in done:
+            try:
+                done[fn] = fn(ctx)
+            except Exception as e:  # pylint: disable=broad-except  # a planner that raises fails its concern only
+                done[fn] = {"__raised__": "%s: %s" % (type(e).__name__, e)}
+        res = done[fn]
+        if "__raised__" in res:
+            out["concerns"][n] = model.error(n, "the check raised %s" % res["__raised__"])
+        elif n in res:
+            out["concerns"][n] = model.normalize(n, res[n])
+        else:
+            out["concerns"][n] = model.status(model.NOT_CHECKED, "its module gave no status")
+    out.update(facts=ctx.facts, warnings=ctx.warnings_found, module_warnings=ctx.module_warnings,
+               errors=ctx.errors, reboot_required=any(ctx.reboot.values()))
+    return out

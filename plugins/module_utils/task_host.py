@@ -1,0 +1,92 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a concern module's body needs from its AnsibleModule, for running that body inside another module.
+
+Each concern module (``pcie_acs``, ``dcb_qos``, ...) keeps its body in module_utils as ``run(module, sysroot)``
+(``acs_task``, ``dcb_task``, ...). The module calls it with its own AnsibleModule. The one-call check
+(``node_check``) calls the same bodies, in check mode, with a ``TaskModule``: the options are validated against
+the module's own argument spec (``ArgumentSpecValidator``, the validation AnsibleModule does), commands and binaries
+go to the runner (the running ``fabric_check`` AnsibleModule, or ``LocalRunner``), warnings are collected, and
+``fail_json`` raises ``TaskFailed`` with what the module would have failed with instead of ending the process.
+
+This file is private to the collection: no stable API is promised.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import subprocess
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.common.process import get_bin_path as _get_bin_path
+
+
+class TaskFailed(Exception):
+    """A concern module body called fail_json: ``result`` is what the module would have returned (``msg``,
+    ``failed``, and its ``concerns`` when it gave any)."""
+
+    def __init__(self, result):
+        Exception.__init__(self, result.get("msg") or "failed")
+        self.result = result
+
+
+class LocalRunner(object):
+    """Runs commands on this machine (unit tests and the boot-time side); AnsibleModule's two methods."""
+
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        try:
+            return _get_bin_path(name, opt_dirs=opt_dirs or [])
+        except ValueError:
+            if required:
+                raise TaskFailed({"msg": "Failed to find required executable \"%s\"" % name, "failed": True})
+            return None
+
+    def run_command(self, args, environ_update=None, check_rc=False, **_kw):
+        env = dict(os.environ)
+        env.update(environ_update or {})
+        p = subprocess.Popen(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        out, err = p.communicate()
+        out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        if check_rc and p.returncode != 0:
+            raise TaskFailed({"msg": "%s failed (rc=%d)" % (" ".join(args), p.returncode), "failed": True,
+                              "rc": p.returncode, "stdout": out, "stderr": err})
+        return p.returncode, out, err
+
+
+class TaskModule(object):
+    """An AnsibleModule stand-in for one concern module body (see the file's doc)."""
+
+    def __init__(self, name, argument_spec, params, runner, check_mode=True, diff=False, **spec_kw):
+        self.name = name
+        self.argument_spec = argument_spec
+        self.check_mode = check_mode
+        self._diff = diff
+        self.warnings = []
+        self._runner = runner
+        res = ArgumentSpecValidator(argument_spec, **spec_kw).validate(dict(params))
+        if res.error_messages:
+            raise TaskFailed({"msg": "%s: %s" % (name, "; ".join(res.error_messages)), "failed": True})
+        self.params = res.validated_parameters
+
+    def warn(self, msg):
+        self.warnings.append(msg)
+
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        path = self._runner.get_bin_path(name, required=False, opt_dirs=opt_dirs)
+        if path is None and required:
+            self.fail_json(msg="Failed to find required executable \"%s\" in paths" % name)
+        return path
+
+    def run_command(self, args, **kw):
+        return self._runner.run_command(args, **kw)
+
+    def fail_json(self, msg, **kw):
+        kw["msg"] = msg
+        kw["failed"] = True
+        raise TaskFailed(kw)
+
+    def exit_json(self, **kw):  # pragma: no cover - bodies return their result, they never exit
+        raise AssertionError("a concern module body must return its result, not exit: %r" % (kw,))

@@ -1,0 +1,135 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one-call check (fabric_check) and the role-based check give the same report (issue 15).
+
+One simulated fleet with every topology of tests/lab/topologies and every OS the simulator builds (Ubuntu 22.04
+and 24.04, Debian 12 and 13, RHEL and Rocky 9.4), and every boot loader kind (grub, grubby, systemd-boot, uki, none),
+provisioned, then the usual drift injected (a DSCP map entry, an ARP sysctl, the rdma_cm ToS, nccl.conf, the
+applier's udev rule). drift.yml by default and with gpufabric_check=roles must report the same statuses, reasons
+and items, concern by concern and node by node. Then fix mode: only the drifted nodes are touched (every other
+node's tree hashes as before), and there only the roles of the drifted concerns run.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import sys
+
+import pytest
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fleet import REPO, Fleet, why_not  # noqa: E402  pylint: disable=wrong-import-position
+
+WHY = why_not()
+pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
+
+TOPOLOGIES = os.path.join(REPO, "tests", "lab", "topologies")
+# node -> (topology, os, os_version, boot loader or None for the OS's own)
+NODES = {
+    "eq1": ("hgx-h200", "ubuntu", "24.04", None),
+    "eq2": ("hgx-h200-sriov", "ubuntu", "22.04", None),
+    "eq3": ("pcie-4gpu-crossnuma", "rhel", "9.4", None),
+    "eq4": ("hgx-h200", "debian", "12", "systemd-boot"),
+    "eq5": ("pcie-4gpu-crossnuma", "rocky", "9.4", "uki"),
+    "eq6": ("hgx-h200", "debian", "13", "none"),
+}
+
+
+def _topology(d, node, topo, os_id, version):
+    with open(os.path.join(TOPOLOGIES, topo + ".yml")) as f:
+        raw = yaml.safe_load(f)
+    raw.update(name="%s-%s%s" % (topo, os_id, version.replace(".", "")), os=os_id, os_version=version)
+    path = os.path.join(d, "%s.yml" % node)
+    with open(path, "w") as f:
+        yaml.safe_dump(raw, f)
+    return path
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("eqfleet"))
+    nodes = dict((n, _topology(d, n, t, o, v)) for n, (t, o, v, _b) in NODES.items())
+    f = Fleet(os.path.join(d, "fleet"), nodes, bootloaders=dict((n, b) for n, (_t, _o, _v, b) in NODES.items() if b))
+    f.create()
+    try:
+        rc, out = f.playbook("provision.yml")
+        assert rc == 0, out[-4000:]
+        yield f
+    finally:
+        f.destroy()
+
+
+def _rails(fleet, node):
+    rc, res = fleet.ansible(node, "gpufabric.node.gpufabric_facts", {"gather_subset": ["pci", "rails"]})
+    assert rc == 0, res
+    return [p["netdev"] for p in res[node]["ansible_facts"]["gpufabric"]["pairing"]]
+
+
+def _inject(fleet):
+    r = _rails(fleet, "eq1")
+    fleet.sh("eq1", "dcb app del dev %s dscp-prio 26:3" % r[1])
+    fleet.sh("eq1", "sysctl -qw net.ipv4.conf.%s.arp_ignore=0" % r[0])
+    r = _rails(fleet, "eq3")
+    fleet.sh("eq3", "for f in /sys/kernel/config/rdma_cm/*/ports/1/default_roce_tos; do echo 0 > $f; break; done")
+    fleet.sh("eq4", "rm -f /etc/nccl.conf")
+    os.unlink(os.path.join(fleet.root("eq5"), "etc/udev/rules.d/90-gpufabric-rdma.rules"))
+
+
+def _report(fleet, tmp_path, *extra):
+    d = tmp_path / ("r%d" % len(list(tmp_path.iterdir())))
+    d.mkdir()
+    rc, out = fleet.playbook("drift.yml", "-e", "gpufabric_report_dir=%s" % d, *extra)
+    name = "drift-fixed.json" if "gpufabric_fix=true" in extra else "drift-report.json"
+    assert (d / name).exists(), out[-4000:]
+    return rc, out, json.loads((d / name).read_text())
+
+
+def _concerns(report):
+    return dict((h, n["concerns"]) for h, n in report["nodes"].items())
+
+
+def test_one_call_and_role_check_give_the_same_report(fleet, tmp_path):
+    _inject(fleet)
+    rc1, out1, one = _report(fleet, tmp_path)
+    rc2, out2, roles = _report(fleet, tmp_path, "-e", "gpufabric_check=roles")
+    assert rc1 == rc2 != 0, (out1[-3000:], out2[-3000:])
+    assert sorted(one["nodes"]) == sorted(NODES)
+    for host in sorted(NODES):
+        a, b = one["nodes"][host], roles["nodes"][host]
+        for name in sorted(set(a["concerns"]) | set(b["concerns"])):
+            assert a["concerns"].get(name) == b["concerns"].get(name), (host, name)
+        assert a["verdict"] == b["verdict"], host
+    assert one["summary"] == roles["summary"]
+    st = dict((h, dict((c, v["status"]) for c, v in cs.items())) for h, cs in _concerns(one).items())
+    assert st["eq1"]["dcb"] == "drift" and st["eq1"]["sysctl"] == "drift", st["eq1"]
+    assert st["eq3"]["rdma_cm"] == "drift" and st["eq4"]["nccl"] == "drift", (st["eq3"], st["eq4"])
+    assert st["eq5"]["persistence"] == "drift", st["eq5"]
+    # one module execution per node: one task result per node in the check play (PLAY RECAP counts it)
+    assert out1.count("fabric_check") >= 1 and "Check (role-based) or fix" in out1
+
+
+def test_fix_mode_touches_only_the_drifted_nodes_and_concerns(fleet, tmp_path):
+    rc, out, _rep = _report(fleet, tmp_path)
+    if rc != 0:  # put the drift of the first test right first, so one node alone drifts below
+        _report(fleet, tmp_path, "-e", "gpufabric_fix=true")
+    r = _rails(fleet, "eq2")
+    fleet.sh("eq2", "sysctl -qw net.ipv4.conf.%s.arp_announce=0" % r[0])
+    before = dict((n, fleet.hash(n)) for n in NODES)
+    rc, out, fixed = _report(fleet, tmp_path, "-e", "gpufabric_fix=true")
+    assert rc == 0, out[-4000:]
+    after = dict((n, fleet.hash(n)) for n in NODES)
+    assert [n for n in NODES if before[n] != after[n]] == ["eq2"], out[-3000:]
+    # only rail_network ran there: its tasks are in the output, the other roles' module tasks are not
+    assert "ARP and rp_filter sysctls (and policy routing) for the rails" in out
+    for task in ("DCB on every rail (trust, DSCP to priority, PFC)", "Write the NCCL defaults",
+                 "Install the boot-time applier", "Clear ACS redirection on the GPU<->NIC path bridges"):
+        assert task not in out, task
+    assert fixed["nodes"]["eq2"]["concerns"]["sysctl"]["status"] == "ok"
+    assert fixed["nodes"]["eq2"]["concerns"]["sysctl"].get("corrected") is True
+    rc, out, clean = _report(fleet, tmp_path)
+    assert clean["nodes"]["eq2"]["concerns"]["sysctl"]["status"] == "ok", out[-3000:]
