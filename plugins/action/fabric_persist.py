@@ -18,6 +18,24 @@ from ansible_collections.gpufabric.node.plugins.action.fabric_check import resol
 from ansible_collections.gpufabric.node.plugins.module_utils import node_desired
 
 
+# module option -> the persistence role variable it comes from (node_desired.persistence_params, inverted)
+OPTION_VARS = dict((k, "persistence_" + k) for k in (
+    "state", "python", "lib_dir", "script", "unit_dir", "boot_wait", "device_wait", "before_units", "enabled",
+    "evidence", "evidence_interval", "evidence_textfile_dir", "evidence_filename", "evidence_script"))
+OPTION_VARS["rules_file"] = "persistence_udev_rules_file"
+
+
+def describe_task(doc, args):
+    """The desired document with the persistence variables set to this task's options: what the node holds is what
+    this task installs (a task that passes an option directly, not through the role's variable, included), so the
+    node's own check of the persistence concern compares the installation with itself."""
+    doc = dict(doc)
+    for opt, var in OPTION_VARS.items():
+        if opt in args and var in doc:
+            doc[var] = args[opt]
+    return doc
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
@@ -31,7 +49,7 @@ class ActionModule(ActionBase):
             defaults, constants = role_files(self._loader)
             try:
                 args["evidence_desired"] = node_desired.evidence_desired(
-                    resolve(self._templar, task_vars, defaults, constants))
+                    describe_task(resolve(self._templar, task_vars, defaults, constants), args))
             except node_desired.DesiredError as e:
                 raise AnsibleActionFail("evidence_desired: %s" % e)
         result.update(self._execute_module(module_name="gpufabric.node.fabric_persist", module_args=args,

@@ -156,6 +156,10 @@ def main(argv=None, out=None, err=None, script=None, evaluate=default_evaluate, 
     except (IOError, OSError) as e:
         log("error: cannot write %s: %s" % (path, e))
         return RC_WRITE
+    for name in sorted(assessment["concerns"]):
+        doc = assessment["concerns"][name]
+        if doc["status"] not in (cm.OK, cm.NOT_APPLICABLE):
+            log("concern %s: %s: %s" % (name, doc["status"], doc.get("reason")))
     counts = cm.counts(assessment["concerns"])
     log("gpufabric-evidence: %s %s (%d samples; node %s; %s)"
         % ("wrote" if written else "unchanged", path, sum(len(f.samples) for f in families),

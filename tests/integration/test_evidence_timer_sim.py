@@ -63,7 +63,9 @@ def test_timer_installed_and_its_file_follows_the_node(fleet):
     m = samples(fleet)
     assert m["gpufabric_evidence_desired_state"] == {frozenset(): 1.0}
     status = dict((dict(k)["concern"], dict(k)["status"]) for k, v in m["gpufabric_concern_status"].items() if v)
-    assert status["persistence"] == "ok", status
+    log = fleet.sh(NODE, "cat $GPUFABRIC_SYSROOT/var/log/gpufabric-sim/gpufabric-evidence.service.log",
+                   check=False).stdout
+    assert status["persistence"] == "ok", log
     assert "gpufabric_rdma_port_congestion_total" not in m or not any(
         dict(k)["counter"] == "np_cnp_sent" and v for k, v in m["gpufabric_rdma_port_congestion_total"].items())
 
