@@ -254,3 +254,19 @@ def test_the_script_runs_a_module_the_library_copy_holds():
     from ansible_collections.gpufabric.node.plugins.module_utils import persist_task
     assert persist_task.EVIDENCE == persist_evidence.ENTRY
     assert {"evidence_timer", "node_check", "evidence", "prom"} <= set(persist_task.library_sources())
+
+
+@pytest.mark.parametrize("args", [{"evidence": True}, {"evidence": True, "boot_wait": 0, "rules_file": "/etc/x.rules"},
+                                  {"evidence": True, "evidence_interval": 15, "python": "/usr/bin/python3"}])
+def test_action_describes_the_task_it_runs(args):
+    """The fabric_persist action's document: the roles' variables with this task's options over them; the node's
+    own check (persistence_params of the installed document) then asks for exactly these options."""
+    from ansible_collections.gpufabric.node.plugins.action import fabric_persist as action
+    doc = nd.evidence_desired(action.describe_task(desired_doc.resolve({}), args))
+    again = nd.persistence_params(doc)
+    for opt, value in args.items():
+        assert again[opt] == value, opt
+    assert again["evidence_desired"] == doc
+    assert set(action.OPTION_VARS) == set(persist_evidence.OPTIONS[:-1]) | {
+        "state", "python", "lib_dir", "script", "unit_dir", "boot_wait", "device_wait", "before_units", "enabled",
+        "rules_file"}
