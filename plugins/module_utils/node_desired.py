@@ -39,7 +39,9 @@ KEYS = {
              "nccl_socket_ifname", "nccl_extra_vars", "__nccl_no_rails"),
     "persistence": ("persistence_state", "persistence_python", "persistence_lib_dir", "persistence_script",
                     "persistence_unit_dir", "persistence_udev_rules_file", "persistence_boot_wait",
-                    "persistence_device_wait", "persistence_before_units", "persistence_enabled"),
+                    "persistence_device_wait", "persistence_before_units", "persistence_enabled",
+                    "persistence_evidence", "persistence_evidence_interval", "persistence_evidence_textfile_dir",
+                    "persistence_evidence_filename", "persistence_evidence_script"),
 }
 KEYS["routing"] = KEYS["sysctl"]
 # what playbooks/tasks/concerns.yml checks for contradictions before any role runs (conflict_vars)
@@ -164,12 +166,30 @@ def nccl_params(d, rails_):
                       socket_ifname=d["nccl_socket_ifname"])
 
 
+def evidence_desired(d):
+    """The desired state the evidence timer evaluates on the node (fabric_persist's ``evidence_desired``): the keys
+    of ``d`` the check of the core concerns reads (``CONFLICT_KEYS`` and ``KEYS``), nothing else. Derived the same
+    way on the controller (the fabric_persist action) and on the node (its own persistence check), so the
+    document installed and the one compared are the same."""
+    keys = list(CONFLICT_KEYS)
+    for names in KEYS.values():
+        keys.extend(k for k in names if k not in keys)
+    missing = [k for k in keys if k not in d]
+    if missing:
+        raise DesiredError("the desired state lacks %s" % ", ".join(missing))
+    return dict((k, d[k]) for k in keys)
+
+
 def persistence_params(d):
     p = dict((k, d["persistence_" + k]) for k in ("state", "lib_dir", "script", "unit_dir", "boot_wait",
-                                                  "device_wait", "before_units", "enabled"))
+                                                  "device_wait", "before_units", "enabled", "evidence",
+                                                  "evidence_interval", "evidence_textfile_dir",
+                                                  "evidence_filename", "evidence_script"))
     p["rules_file"] = d["persistence_udev_rules_file"]
     if d["persistence_python"]:
         p["python"] = d["persistence_python"]
+    if p["evidence"] and p["state"] == "present":
+        p["evidence_desired"] = evidence_desired(d)
     return p
 
 

@@ -77,16 +77,21 @@ def module_utils_sources(modules=None):
     return out
 
 
-def render_script(python, script, lib_dir):
-    """The ``gpufabric-apply`` script: the interpreter through :func:`inputs.shebang`, the library directory as a
-    Python literal (``repr``) relative to the script; no option value is written anywhere else."""
+APPLY_SUMMARY = "gpufabric-apply: re-apply the runtime-only fabric settings recorded in /etc/gpufabric/state.json."
+
+
+def render_script(python, script, lib_dir, entry="applier", summary=APPLY_SUMMARY):
+    """A script that runs ``main`` of the module_utils ``entry`` (``gpufabric-apply``: the applier) from the
+    installed copy: the interpreter through :func:`inputs.shebang`, the library directory as a Python literal
+    (``repr``) relative to the script; no option value is written anywhere else (``entry`` and ``summary`` are the
+    collection's own constants)."""
     inputs.safe_path(script, "script")
     inputs.safe_path(lib_dir, "lib_dir")
     rel = os.path.relpath(lib_dir, os.path.dirname(script))
     return (
         inputs.shebang(python) +
         "# %s\n"
-        "\"\"\"gpufabric-apply: re-apply the runtime-only fabric settings recorded in /etc/gpufabric/state.json.\n\n"
+        "\"\"\"%s\n\n"
         "Runs the copy of the gpufabric.node module_utils installed by fabric_persist (lib_dir; the directory is\n"
         "found relative to this script, so it also works below a simulated node's root). It refuses to run when\n"
         "this script, that copy or the recorded state could be changed by anyone but root. --help for the options.\n"
@@ -94,8 +99,8 @@ def render_script(python, script, lib_dir):
         "import os\n"
         "import sys\n\n"
         "sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), %s)))\n\n"
-        "from ansible_collections.gpufabric.node.plugins.module_utils.applier import main  # noqa: E402\n\n"
-        "raise SystemExit(main(script=__file__))\n" % (HEADER, repr(str(rel))))
+        "from ansible_collections.gpufabric.node.plugins.module_utils.%s import main  # noqa: E402\n\n"
+        "raise SystemExit(main(script=__file__))\n" % (HEADER, summary, repr(str(rel)), entry))
 
 
 def render_unit(script, boot_wait, before_units):

@@ -19,6 +19,7 @@ import os
 import sys
 
 from ansible_collections.gpufabric.node.plugins.module_utils import applier, inputs, nodelock, persist
+from ansible_collections.gpufabric.node.plugins.module_utils import evidence_timer, persist_evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 ARGUMENT_SPEC = dict(
@@ -33,6 +34,12 @@ ARGUMENT_SPEC = dict(
     before_units=dict(type="list", elements="str", default=["remote-fs-pre.target", "kubelet.service",
                                                             "slurmd.service"]),
     enabled=dict(type="bool", default=True),
+    evidence=dict(type="bool", default=False),
+    evidence_interval=dict(type="int", default=persist_evidence.DEFAULT_INTERVAL),
+    evidence_textfile_dir=dict(type="path", default="/var/lib/node_exporter/textfile_collector"),
+    evidence_filename=dict(type="str", default="gpufabric.prom"),
+    evidence_script=dict(type="path", default=persist_evidence.DEFAULT_SCRIPT),
+    evidence_desired=dict(type="dict"),
 )
 
 UNIT = persist.UNIT
@@ -40,7 +47,9 @@ TEMPLATE = persist.TEMPLATE
 # The applier is imported so that Ansible ships it (and everything it imports) with the module.
 APPLIER = applier.__name__.rsplit(".", 1)[-1]
 # What the library copy holds: the applier and this body, with everything they import (not the rest of what the
-# running module loaded, so fabric_persist and the one-call check install and compare the same files).
+# running module loaded, so fabric_persist and the one-call check install and compare the same files). This body
+# imports persist_evidence, so the evidence timer's code (evidence_timer, node_check, prom...) is in it too.
+EVIDENCE = evidence_timer.__name__.rsplit(".", 1)[-1]
 LIBRARY_ROOTS = (APPLIER, __name__.rsplit(".", 1)[-1])
 
 
@@ -121,6 +130,10 @@ def validate(module, p):
     for key in ("boot_wait", "device_wait"):
         if not 0 <= p[key] <= 3600:
             module.fail_json(msg="%s must be 0..3600 seconds (got %d)" % (key, p[key]))
+    try:
+        persist_evidence.validate(p)
+    except ValueError as e:
+        module.fail_json(msg=str(e))
     return python
 
 
@@ -156,11 +169,18 @@ def run(module, sysroot=None):
             module.fail_json(msg="%s failed (rc=%d): %s" % (" ".join(argv), rc, (err or out).strip()), rc=rc,
                              stdout=out, stderr=err, **result)
 
-    def query():
+    def query(unit=UNIT):
         if systemctl:
             return persist.systemctl_state(lambda argv: module.run_command(argv, environ_update=env), systemctl,
-                                           UNIT)
-        return persist.layout_state(sysroot, UNIT)
+                                           unit)
+        return persist.layout_state(sysroot, unit)
+
+    def active(unit):
+        """``systemctl is-active``'s word; None without systemctl (nothing to ask)."""
+        if not systemctl:
+            return None
+        _rc, out, _err = module.run_command([systemctl, "is-active", unit], environ_update=env)
+        return (out or "").split()[0] if (out or "").split() else "unknown"
 
     if present:
         # a host not booted with systemd (a microVM whose agent is PID 1) never runs the unit or the rule: say so,
@@ -176,6 +196,9 @@ def run(module, sysroot=None):
         module.fail_json(msg="cannot collect the applier's module_utils: %s" % e)
     result["module_utils"] = sorted(sources)
     files = desired_files(p, python, systemctl, sources, unit_path, template_path) if present else {}
+    ev_paths = persist_evidence.paths(p)
+    if present and p["evidence"]:
+        files.update(persist_evidence.files(p, python))
     inst = persist.Installer(sysroot, files, p["lib_dir"], unit_path, unit=UNIT if present and p["enabled"] else None)
     foreign = []
     # one writer of node state at a time (nodelock.py), the applier included: from the survey of the node
@@ -185,25 +208,40 @@ def run(module, sysroot=None):
             if present:
                 unit_state = query() if p["enabled"] else None
                 items, actions, foreign = inst.survey(unit_state)
+                gone_items, gone = inst.survey_absent(persist_evidence.unwanted(p))
+                items, actions = items + gone_items, actions + gone
             else:
                 lib = [x for x in inst.tree(p["lib_dir"]) if x.endswith(".py")]
-                items, actions = inst.survey_absent([p["rules_file"], template_path, unit_path, p["script"]] + lib)
+                items, actions = inst.survey_absent(persist_evidence.unwanted(p) + [p["rules_file"], template_path,
+                                                                                    unit_path, p["script"]] + lib)
                 unit_state = query() if os.path.lexists(sysroot.path(unit_path)) else None
                 if unit_state == "enabled":
                     items.append(persist.item(UNIT, "unit_file_state", unit_state, "disabled"))
+            want_timer = present and p["evidence"]
+            timer_before = (query(persist_evidence.TIMER), active(persist_evidence.TIMER))
+            timer_items, timer_actions = persist_evidence.survey_timer(want_timer, *timer_before)
+            items = items + timer_items
             result.update(drift=items, unit_file_state=unit_state)
             diffs = diff_of(actions, p["lib_dir"], sysroot)
             if not present and unit_state == "enabled":
                 run([sc, "disable", UNIT])
+            if not want_timer:
+                persist_evidence.fix_timer(timer_actions, run, systemctl, False)
             done = inst.fix_files(actions, check)
-            if unit_path in done or template_path in done:
-                if any(done[x] != "restored" for x in (unit_path, template_path) if x in done):
-                    run([sc, "daemon-reload"])
+            units = (unit_path, template_path, ev_paths["service"], ev_paths["timer"])
+            if any(done[x] != "restored" for x in units if x in done):
+                run([sc, "daemon-reload"])
             inst.fix_unit(actions, run, systemctl, query, check)
+            if want_timer:
+                persist_evidence.fix_timer(timer_actions, run, systemctl,
+                                           done.get(ev_paths["timer"]) not in (None, "restored"))
             if p["rules_file"] in done and done[p["rules_file"]] != "restored":
                 run([module.get_bin_path("udevadm", required=not check) or "udevadm", "control", "--reload"])
-            if present and not check and actions:
+            if present and not check and (actions or timer_actions):
                 _items, left, _f = inst.survey(query() if p["enabled"] else None)
+                left = left + inst.survey_absent(persist_evidence.unwanted(p))[1]
+                left = left + [{"path": persist_evidence.TIMER} for _a in persist_evidence.survey_timer(
+                    want_timer, query(persist_evidence.TIMER), active(persist_evidence.TIMER))[1]]
                 if left:
                     module.fail_json(msg="the boot-time applier still differs after the fix: %s"
                                      % ", ".join(sorted(set(a.get("path", UNIT) for a in left))), **result)
@@ -215,8 +253,11 @@ def run(module, sysroot=None):
     prefix = "would be " if check else ""
     listed = sorted(set(files) | set(done))
     result["files"] = [{"path": x, "action": prefix + done[x] if x in done else "unchanged"} for x in listed]
-    result["changed"] = bool(done) or any(c.split(" ")[1:2] in (["enable"], ["disable"], ["unmask"])
-                                          for c in commands)
+    result["changed"] = bool(done) or any(c.split(" ")[1:2] in (["enable"], ["disable"], ["unmask"], ["start"],
+                                                                ["stop"], ["restart"]) for c in commands)
+    result["evidence"] = {"enabled": bool(present and p["evidence"]), "timer": persist_evidence.TIMER,
+                          "unit_file_state": timer_before[0], "active_state": timer_before[1],
+                          "textfile": "%s/%s" % (p["evidence_textfile_dir"], p["evidence_filename"])}
     result["concerns"] = {persist.CONCERN: persist.status(items, foreign, check)}
     if module._diff:
         result["diff"] = diffs

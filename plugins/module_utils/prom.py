@@ -27,7 +27,12 @@ Public API:
          "dcb": {netdev: dcb.read_rail(...) result, or {"error": str}},
          "rdma_cm": [{"device", "port", "rail", "tos"}]   (tos None: not readable, no sample),
          "nvfs": nvfs.counters(...) dict or None (nvidia-fs stats not readable),
-         "gds": {"gds_active": bool, "compat_fallback_suspected": bool} or None,
+         "gds": {"gds_active": bool, "compat_fallback_suspected": bool, "time": unix time or absent} or None,
+         "pcie_links": evidence.pcie_links(...) [{bdf, kind, role, speed, max_speed, width, max_width}],
+         "rdma_ports": evidence.rdma_port_counters(...) [{device, port, rail, counters: [{dir, name, category,
+                       value}]}],
+         "now": unix time the evidence was gathered (gds_verdict_age_seconds, evidence_timestamp_seconds),
+         "desired_state": bool (the evidence timer: the desired state was on the node and evaluated),
          "node": {"concerns": gpufabric_concerns or None, "managed": [concern names] or None (the core ones),
                   "reboot_required": bool, "gds_wanted": bool} or None}
 
@@ -109,7 +114,33 @@ METRICS = {
                                 "not_checked."),
     "node_ok": ("gauge", "1 when the node verdict is ok: every concern ok or not applicable, no reboot pending and no "
                          "warning that breaks a data path."),
+    "pcie_link_speed_gts": ("gauge", "Current PCIe link speed in GT/s of a GPU, NIC or bridge on a GPU-NIC path "
+                                     "(current_link_speed; GPUs lower it when idle)."),
+    "pcie_link_max_speed_gts": ("gauge", "Maximum PCIe link speed in GT/s of the device (max_link_speed)."),
+    "pcie_link_width": ("gauge", "Negotiated PCIe link width (lanes) of the device (current_link_width)."),
+    "pcie_link_max_width": ("gauge", "Maximum PCIe link width (lanes) of the device (max_link_width)."),
+    "pcie_link_width_degraded": ("gauge", "1 when the device's link trained to fewer lanes than it is capable of "
+                                          "(current_link_width below max_link_width)."),
+    "rdma_port_errors_total": ("counter", "RDMA port error counter (the file named by counter in the port's "
+                                          "counters/ or hw_counters/ directory, dir)."),
+    "rdma_port_retries_total": ("counter", "RDMA port retransmission and retry counter (the file named by counter "
+                                           "in the port's counters/ or hw_counters/ directory, dir)."),
+    "rdma_port_congestion_total": ("counter", "RDMA port congestion counter: CNPs sent and handled, ECN-marked RoCE "
+                                              "packets (the file named by counter in hw_counters/)."),
+    "rdma_port_counters_up": ("gauge", "1 when at least one error, retry or congestion counter of the RDMA port "
+                                       "could be read."),
+    "gds_verdict_timestamp_seconds": ("gauge", "Unix time of the last GDS proof with a test transfer "
+                                               "(gds_verify's record on the node)."),
+    "gds_verdict_age_seconds": ("gauge", "Seconds since the last GDS proof with a test transfer."),
+    "evidence_timestamp_seconds": ("gauge", "Unix time the evidence in this file was gathered."),
+    "evidence_desired_state": ("gauge", "1 when the desired state was on the node and every concern was evaluated "
+                                        "against it; 0 when it was missing or unusable (the concerns are "
+                                        "not_checked or error)."),
 }
+
+# evidence.RDMA_COUNTERS category -> metric
+RDMA_FAMILIES = {"error": "rdma_port_errors_total", "retry": "rdma_port_retries_total",
+                 "congestion": "rdma_port_congestion_total"}
 
 # nvfs.counters() key -> metric
 NVFS_COUNTERS = (("reads", "nvfs_reads_total"), ("reads_ok", "nvfs_read_ok_total"),
@@ -326,7 +357,42 @@ def families_from_evidence(evidence, assessment=None):
         fams.add("gds_active", bool(gds.get("gds_active")))
         if gds.get("compat_fallback_suspected") is not None:
             fams.add("gds_compat_fallback_detected", bool(gds["compat_fallback_suspected"]))
+        if gds.get("time") is not None:
+            fams.add("gds_verdict_timestamp_seconds", float(gds["time"]))
+            if evidence.get("now") is not None:
+                fams.add("gds_verdict_age_seconds", max(0.0, float(evidence["now"]) - float(gds["time"])))
+    _links(fams, evidence.get("pcie_links"))
+    _rdma_ports(fams, evidence.get("rdma_ports"))
+    if evidence.get("now") is not None:
+        fams.add("evidence_timestamp_seconds", float(evidence["now"]))
+    if evidence.get("desired_state") is not None:
+        fams.add("evidence_desired_state", bool(evidence["desired_state"]))
     return list(fams.by_name.values())
+
+
+def _links(fams, links):
+    for link in links or []:
+        labels = dict(bdf=link["bdf"], kind=link["kind"], role=link.get("role") or "")
+        for key, short in (("speed", "pcie_link_speed_gts"), ("max_speed", "pcie_link_max_speed_gts"),
+                           ("width", "pcie_link_width"), ("max_width", "pcie_link_max_width")):
+            if link.get(key) is not None:
+                fams.add(short, link[key], **labels)
+        if link.get("width") is not None and link.get("max_width"):
+            fams.add("pcie_link_width_degraded", link["width"] < link["max_width"], **labels)
+
+
+def _rdma_ports(fams, ports):
+    """ports: evidence.rdma_port_counters() ({device, port, rail, counters: [{dir, name, category, value}]})."""
+    for p in ports or []:
+        read = 0
+        for c in p.get("counters") or []:
+            short = RDMA_FAMILIES.get(c["category"])
+            if short is None:
+                continue
+            fams.add(short, int(c["value"]), device=p["device"], port=p["port"], rail=p.get("rail") or "",
+                     dir=c["dir"], counter=c["name"])
+            read += 1
+        fams.add("rdma_port_counters_up", read > 0, device=p["device"], port=p["port"], rail=p.get("rail") or "")
 
 
 def render_evidence(evidence):

@@ -27,7 +27,16 @@ description:
     cannot be read. A rail whose C(dcb) query fails has
     C(gpufabric_rail_dcb_up 0) and no other DCB series.
   - C(gpufabric_gds_active) and C(gpufabric_gds_compat_fallback_detected) come from I(gds) (the result of
-    M(gpufabric.node.gds_verify)) because proving GDS takes a test transfer; they are absent without it.
+    M(gpufabric.node.gds_verify)) because proving GDS takes a test transfer. Without I(gds) they come from the record
+    the last proof left on the node (C(/var/lib/gpufabric/gds_verdict.json)), with
+    C(gpufabric_gds_verdict_timestamp_seconds); they are absent when there is neither. The age
+    (C(gpufabric_gds_verdict_age_seconds)) is written only by the evidence timer (M(gpufabric.node.fabric_persist)
+    O(gpufabric.node.fabric_persist#module:evidence)), which rewrites the file anyway; here it would change the file
+    on every run.
+  - PCIe link health of every GPU, NIC and bridge on a GPU-NIC path (sysfs C(current_link_speed),
+    C(current_link_width), C(max_link_speed), C(max_link_width)) and the RDMA error, retry and congestion (CNP, ECN)
+    counters of every RDMA port (C(/sys/class/infiniband/<dev>/ports/<port>/counters/) and C(hw_counters/)).
+    docs/metrics.md lists every metric with its labels.
   - "Metrics: C(gpufabric_acs_redirect_clear{bridge,role,gpu,nic}) (1 when ReqRedir, CmpltRedir and EgressCtrl are
     clear; a bridge without ACS capability redirects nothing and counts as clear), C(gpufabric_acs_ctrl{bridge,role}),
     C(gpufabric_acs_capability_present{bridge,role}), C(gpufabric_pair_relation_info{gpu,nic,netdev,relation}),
@@ -38,8 +47,12 @@ description:
     C(gpufabric_nvfs_reads_total), C(gpufabric_nvfs_read_ok_total), C(gpufabric_nvfs_read_errors_total),
     C(gpufabric_nvfs_read_mib_total) and the same four for writes, C(gpufabric_iommu_identity),
     C(gpufabric_iommu_mode_info{mode}), C(gpufabric_gpu_driver_open), C(gpufabric_gpu_driver_info{flavour,version}),
-    C(gpufabric_fabric_manager_needed), C(gpufabric_fabric_manager_running), C(gpufabric_concern_status{concern,status})
-    and C(gpufabric_node_ok)."
+    C(gpufabric_fabric_manager_needed), C(gpufabric_fabric_manager_running), C(gpufabric_concern_status{concern,status}),
+    C(gpufabric_node_ok), C(gpufabric_pcie_link_speed_gts{bdf,kind,role}), C(gpufabric_pcie_link_max_speed_gts),
+    C(gpufabric_pcie_link_width), C(gpufabric_pcie_link_max_width), C(gpufabric_pcie_link_width_degraded),
+    C(gpufabric_rdma_port_errors_total{device,port,rail,dir,counter}), C(gpufabric_rdma_port_retries_total),
+    C(gpufabric_rdma_port_congestion_total), C(gpufabric_rdma_port_counters_up{device,port,rail}),
+    C(gpufabric_gds_verdict_timestamp_seconds)."
   - "C(gpufabric_concern_status{concern,status}) has one series per managed concern and status (C(ok), C(drift),
     C(error), C(not_checked), C(not_applicable)): 1 for the concern's current status, 0 for the other four. The
     statuses come from I(concerns) (the host fact C(gpufabric_concerns)); a managed concern it does not hold - every
@@ -204,21 +217,19 @@ dcb_version:
 
 import os
 import socket
-import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import dcb
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils import evidence
 from ansible_collections.gpufabric.node.plugins.module_utils import prom
-from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
 from ansible_collections.gpufabric.node.plugins.module_utils import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 
-def make_runner(module, binary):
+def make_runner(module):
     def run(argv):
-        return module.run_command([binary] + list(argv[1:]), environ_update={"LC_ALL": "C", "LANG": "C"})
+        return module.run_command(list(argv), environ_update={"LC_ALL": "C", "LANG": "C"})
     return run
 
 
@@ -257,70 +268,6 @@ def gds_evidence(gds):
                                           else bool(gds["compat_fallback_suspected"]))}, None
 
 
-def default_rails(facts):
-    out = []
-    for r in facts.get("rails") or []:
-        if r.get("netdev") and r.get("link_layer") == "Ethernet" and r["netdev"] not in out:
-            out.append(r["netdev"])
-    return out
-
-
-def read_dcb(module, sysroot, rails):
-    """({rail: read_rail result or {error}}, dcb version string or None)."""
-    binary = module.get_bin_path("dcb")
-    if binary is None:
-        err = "dcb (iproute2 >= 5.12) was not found in PATH"
-        return dict((r, {"error": err}) for r in rails), None
-    run = make_runner(module, binary)
-    try:
-        version = dcb.dcb_version(run)
-    except dcb.DcbError as e:
-        return dict((r, {"error": str(e)}) for r in rails), None
-    out = {}
-    for rail in rails:
-        try:
-            apptrust = dcb.probe_apptrust(run, rail, dcb.driver_of(sysroot, rail), version)
-            out[rail] = dcb.read_rail(run, rail, apptrust=apptrust)
-        except dcb.DcbError as e:
-            out[rail] = {"error": str(e)}
-    return out, ".".join(str(v) for v in version)
-
-
-def read_tos(sysroot, facts):
-    """ToS per rail port: the configfs value, 0 (kernel default) without a group, None without rdma_cm configfs."""
-    out = []
-    for r in facts.get("rails") or []:
-        try:
-            tos, source = rdma_cm.current_tos(sysroot, r["ibdev"], r["port"])
-        except rdma_cm.RdmaCmError:
-            tos, source = None, None
-        if source == rdma_cm.SOURCE_NOT_LOADED:
-            tos = None
-        out.append({"device": r["ibdev"], "port": r["port"], "rail": r.get("netdev"), "tos": tos})
-    return out
-
-
-def read_nvfs(sysroot, facts):
-    if not (facts.get("nvidia_fs") or {}).get("loaded"):
-        return None
-    text = sysroot.read_raw(nvfs.STATS)
-    if not text:
-        return None
-    return nvfs.counters(nvfs.parse_stats(text))
-
-
-def _current(sysroot, path):
-    try:
-        content = sysroot.read_bytes(path)
-    except (IOError, OSError):
-        return None, None
-    try:
-        mode = stat.S_IMODE(os.stat(sysroot.path(path)).st_mode)
-    except OSError:
-        mode = None
-    return content, mode
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -352,7 +299,7 @@ def main():
     except ValueError as e:  # ConcernError is a ValueError
         module.fail_json(msg=str(e))
     facts = topology.discover(sysroot)
-    rails = p["rails"] if p["rails"] is not None else default_rails(facts)
+    rails = p["rails"] if p["rails"] is not None else evidence.default_rails(facts)
     if p["rails"] is not None:
         try:
             dcb.validate_rails(sysroot, rails)
@@ -360,19 +307,25 @@ def main():
             module.fail_json(msg=str(e))
     dcb_state, dcb_version = {}, None
     if p["dcb"] and rails:
-        dcb_state, dcb_version = read_dcb(module, sysroot, rails)
-    evidence = {"facts": facts, "dcb": dcb_state, "rdma_cm": read_tos(sysroot, facts),
-                "nvfs": read_nvfs(sysroot, facts), "gds": gds, "node": node}
-    assessment = prom.assess(evidence, host)
-    families = [f for f in prom.families_from_evidence(evidence, assessment) if f.samples]
+        dcb_state, dcb_version = evidence.read_dcb(sysroot, make_runner(module), rails, module.get_bin_path("dcb"))
+    if gds is None and p["gds"] is None:
+        # no verdict passed: the last proof gds_verify recorded on the node, with its age
+        gds, record_warning = evidence.read_gds_verdict(sysroot)
+        gds_warning = gds_warning or record_warning
+    ev = {"facts": facts, "dcb": dcb_state, "rdma_cm": evidence.read_tos(sysroot, facts),
+          "nvfs": evidence.read_nvfs(sysroot, facts), "gds": gds, "node": node,
+          "pcie_links": evidence.pcie_links(sysroot, facts),
+          "rdma_ports": evidence.rdma_port_counters(sysroot, facts)}
+    assessment = prom.assess(ev, host)
+    families = [f for f in prom.families_from_evidence(ev, assessment) if f.samples]
     text = prom.render(families)
     path = os.path.join(p["textfile_dir"], filename)
-    before, before_mode = _current(sysroot, path)
+    before, before_mode = evidence.current_file(sysroot, path)
     after = text.encode("utf-8")
     changed = before != after or before_mode != mode
     if changed and not module.check_mode:
         try:
-            sysroot.write_file_atomic(path, after, mode=mode)
+            evidence.write_textfile(sysroot, path, text, mode)
         except (IOError, OSError) as e:
             module.fail_json(msg="cannot write %s: %s" % (path, e))
     if gds_warning:

@@ -113,6 +113,45 @@ options:
     description: Enable C(gpufabric-apply.service) (C(state=present) only).
     type: bool
     default: true
+  evidence:
+    description:
+      - Install the evidence timer as well - the script O(evidence_script), C(gpufabric-evidence.service) and
+        C(gpufabric-evidence.timer) (enabled and started) - which refreshes the node_exporter textfile
+        O(evidence_textfile_dir)/O(evidence_filename) every O(evidence_interval) seconds with no Ansible run - the
+        facts, every concern's status against O(evidence_desired), PCIe link health, the age of the last GDS proof and
+        the RDMA error, retry and congestion (CNP, ECN) counters (docs/metrics.md). It runs the same copy of the
+        module_utils as the applier, and the same guard (it refuses to run when its code or the desired state could
+        be changed by anyone but root).
+      - C(false) removes those files and C(/etc/gpufabric/desired.json) where present and stops and disables the
+        timer. Drift items are the files' C(content), C(type), C(mode), C(owner) as for the applier, and the timer's
+        C(unit_file_state) (desired C(enabled)) and C(active_state) (desired C(active)).
+    type: bool
+    default: false
+  evidence_interval:
+    description: Seconds between two runs of the evidence timer (C(OnUnitActiveSec)), 10 to 86400.
+    type: int
+    default: 60
+  evidence_textfile_dir:
+    description:
+      - node_exporter's C(--collector.textfile.directory). The timer creates it (root, 0755) when missing, unless it
+        lies below C(/etc) or C(/usr), which the hardened service cannot write (C(ProtectSystem=full)).
+      - An absolute, normalized path of the characters C([A-Za-z0-9._+,:=@-]) and C(/).
+    type: path
+    default: /var/lib/node_exporter/textfile_collector
+  evidence_filename:
+    description: File name in O(evidence_textfile_dir), ending in C(.prom), not starting with C(.).
+    type: str
+    default: gpufabric.prom
+  evidence_script:
+    description: Path of the C(gpufabric-evidence) script (outside O(lib_dir), not O(script)).
+    type: path
+    default: /usr/local/sbin/gpufabric-evidence
+  evidence_desired:
+    description:
+      - The desired state the timer evaluates every concern against (the document of the one-call check,
+        C(node_check.evaluate)); written as C({schema, desired}) to C(/etc/gpufabric/desired.json) (root, 0644).
+      - Omitted, the file is removed and the timer reports every core concern C(not_checked) (never C(ok)).
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -143,6 +182,12 @@ EXAMPLES = r"""
   gpufabric.node.fabric_persist:
     python: /usr/bin/python3
     boot_wait: 120
+
+- name: Install it with the evidence timer, refreshing the node_exporter textfile every 30 seconds
+  gpufabric.node.fabric_persist:
+    evidence: true
+    evidence_interval: 30
+    evidence_desired: "{{ gpufabric_desired }}"
 
 - name: Remove it
   gpufabric.node.fabric_persist:
@@ -198,10 +243,19 @@ unit_file_state:
   returned: always
   type: str
   sample: disabled
+evidence:
+  description: >-
+    The evidence timer - whether it is wanted (O(evidence)), its C(unit_file_state) and C(active_state) before the
+    module ran (null C(active_state) without systemctl) and the textfile it writes.
+  returned: always
+  type: dict
+  sample: {enabled: true, timer: gpufabric-evidence.timer, unit_file_state: not-found, active_state: inactive,
+           textfile: /var/lib/node_exporter/textfile_collector/gpufabric.prom}
 drift:
   description: >-
     Deviations found before anything was changed (concern C(persistence)); keys C(content), C(type), C(mode),
-    C(owner) (object a path) and C(unit_file_state) (object the unit).
+    C(owner) (object a path), C(unit_file_state) (object the unit or the evidence timer) and C(active_state) (the
+    evidence timer).
   returned: always
   type: list
   elements: dict

@@ -31,6 +31,11 @@ description:
     POSIX I/O without telling), and the cuFile control path succeeds even when every real transfer fails.
   - A negative verdict is not a module failure; use C(failed_when) on RV(gds_active). The module fails only on bad
     input.
+  - Every proof that made its test transfer is recorded on the node in C(/var/lib/gpufabric/gds_verdict.json)
+    (verdict, compat fallback, time, path, size; written atomically, root, 0644), from which the evidence timer and
+    M(gpufabric.node.fabric_metrics) export the verdict and its age (docs/metrics.md). Check mode and a proof that
+    stopped at its preconditions leave the last record as it is. The record is evidence, not configuration: the
+    module still reports RV(changed) false.
 author:
   - gpufabric developers (@gpufabric)
 options:
@@ -126,6 +131,13 @@ compat_fallback_suspected:
   description: The data matched although nvidia-fs did not carry it (cuFile fell back to POSIX I/O).
   returned: always
   type: bool
+verdict_record:
+  description: The record written to C(/var/lib/gpufabric/gds_verdict.json); null when none was written (check mode,
+    no transfer, or the write failed - then a warning says why).
+  returned: always
+  type: dict
+  sample: {schema: gpufabric.gds-verdict/v1, time: 1764600000.0, gds_active: true, compat_fallback_suspected: false,
+           path: /mnt/gds, size_mib: 16}
 transfer:
   description: The report of the cuFile program or gdsio (return codes of every call, bytes moved, data checks,
     the tail of the cuFile log).
@@ -169,7 +181,7 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import inputs, nodelock, nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils import evidence, inputs, nodelock, nvfs
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import MODULE_NAME_RE
 from ansible_collections.gpufabric.node.plugins.module_utils import proof_concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
@@ -239,6 +251,13 @@ def main():
     res["drift"] = drift
     res["concerns"] = {"gds": proof_concerns.gds_status(res, drift, module.check_mode)}
     res["changed"] = False
+    res["verdict_record"] = None
+    if not module.check_mode:
+        try:
+            res["verdict_record"] = evidence.record_gds_verdict(Sysroot(), dict(res, path=p["path"],
+                                                                                size_mib=p["size_mib"]))
+        except (IOError, OSError) as e:
+            module.warn("the GDS verdict could not be recorded in %s: %s" % (evidence.GDS_VERDICT_FILE, e))
     module.exit_json(**res)
 
 

@@ -24,6 +24,8 @@ Template units: ``a@b.service`` without a file of its own is an instance of ``a@
 drop-ins, then those of ``a@b.service.d``); specifiers (``%i``, ``%I``, ``%n``, ``%N``, ``%p``,
 ``%P``, ``%m``, ``%H``, ``%t``, ``%%``) are resolved in ``Exec*=``, ``Environment*=`` and
 ``Description=`` of every unit, as systemd does; an unknown specifier fails the start.
+Timer units (``*.timer``) are active once started and inactive once stopped; they never elapse (nothing runs
+their service on its own): a test starts the service to stand for the timer firing.
 ``--no-block`` is accepted; the job still runs to its end before ``systemctl`` returns, so a
 caller (udev RUN, reregister) sees its effect without polling.
 udevadm verbs: control (--reload), trigger (runs RUN of matching rules for infiniband devices with
@@ -521,6 +523,11 @@ class Systemctl(object):
             if self._unit_state(state, unit) == "active":
                 continue
             journal(self.root, "systemctl start %s" % unit)
+            if unit.endswith(".timer"):
+                # a started timer is active (waiting) until stopped; the simulator never elapses it: a test starts
+                # the timer's service itself when it wants the run
+                state["units"][unit] = {"state": "active", "result": "success"}
+                continue
             try:
                 sec = read_unit_sections(self.root, unit, path)
                 svc_type = bootsim.unit_value(sec, "Service", "Type", "simple")

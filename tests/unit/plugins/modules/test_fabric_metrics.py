@@ -343,3 +343,27 @@ def test_bad_input(node, monkeypatch, args, match):
     res = run_module(fabric_metrics, args, monkeypatch=monkeypatch)
     assert res.get("failed") and match in res["msg"], res
     assert not os.path.exists(os.path.join(root, os.path.dirname(PROM)))
+
+
+def test_links_rdma_counters_and_the_recorded_gds_verdict(node, monkeypatch):
+    """Without a gds parameter the record the last proof left on the node is used (its time, no age: the file
+    would change on every run); PCIe links and RDMA counters come from sysfs."""
+    from ansible_collections.gpufabric.node.plugins.module_utils import evidence
+    root, manifest = node
+    sr = Sysroot(root)
+    evidence.record_gds_verdict(sr, {"transfer": {"bytes": 1 << 24}, "gds_active": True,
+                                     "compat_fallback_suspected": False}, now=1700000000.0)
+    ibdev = manifest["rails"][0]["ibdev"]
+    hw = os.path.join(root, "sys/class/infiniband", ibdev, "ports/1/hw_counters")
+    os.makedirs(hw)
+    with open(os.path.join(hw, "np_cnp_sent"), "w") as f:
+        f.write("17\n")
+    res = run_module(fabric_metrics, {}, monkeypatch=monkeypatch)
+    assert not res.get("failed"), res
+    m = metrics(root)
+    assert m["gpufabric_gds_active"] == {frozenset(): 1.0}
+    assert m["gpufabric_gds_verdict_timestamp_seconds"] == {frozenset(): 1700000000.0}
+    assert "gpufabric_gds_verdict_age_seconds" not in m
+    assert by(m["gpufabric_rdma_port_congestion_total"], "device", "counter") == {(ibdev, "np_cnp_sent"): 17.0}
+    assert set(m["gpufabric_pcie_link_width_degraded"].values()) == {0.0}
+    assert run_module(fabric_metrics, {}, monkeypatch=monkeypatch)["changed"] is False

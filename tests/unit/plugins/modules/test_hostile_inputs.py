@@ -75,6 +75,7 @@ BASE = {
     ("fabric_counters", "deltas"): {"ens1np0": {"rx_bytes": 1}},
     ("fabric_counters", "errors"): {"ens1np0": "gone"},
     ("fabric_persist", "python"): "/usr/bin/python3",
+    ("fabric_persist", "evidence_desired"): {"dcb": {"rails": ["ens1np0"]}},
     ("fabric_report", "title"): "drift report",
     ("fleet_report", "title"): "fleet report",
     ("fleet_report", "generated"): "2026-01-01T00:00:00Z",

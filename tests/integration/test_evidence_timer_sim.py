@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The evidence timer on one simulated hgx-h200 node over SSH: fabric_persist (module shipped by AnsiballZ, the
+action plugin resolving the desired state from the roles' defaults) installs gpufabric-evidence.timer, enabled
+and started; its service, started on the node as the timer would start it (the simulator never elapses a timer),
+writes the textfile, which prometheus_client's parser accepts; a change on the node with no Ansible run shows in
+the next run's file."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import sys
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fleet import Fleet, why_not  # noqa: E402  pylint: disable=wrong-import-position
+
+WHY = why_not()
+pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
+
+NODE = "ev1"
+PROM = "/var/lib/node_exporter/textfile_collector/gpufabric.prom"
+HW = "/sys/class/infiniband/mlx5_0/ports/1/hw_counters"
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    f = Fleet(str(tmp_path_factory.mktemp("fleet")), {NODE: "hgx-h200"}).create()
+    try:
+        yield f
+    finally:
+        f.destroy()
+
+
+def samples(fleet):
+    with open(os.path.join(fleet.root(NODE), PROM.lstrip("/"))) as f:
+        text = f.read()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, {})[frozenset(s.labels.items())] = s.value
+    return out
+
+
+def test_timer_installed_and_its_file_follows_the_node(fleet):
+    rc, res = fleet.ansible(NODE, "gpufabric.node.fabric_persist", {"boot_wait": 0, "evidence": True})
+    assert rc == 0, res
+    r = res[NODE]
+    assert r["changed"] is True and r["concerns"]["persistence"]["status"] == "ok", r
+    assert "systemctl start gpufabric-evidence.timer" in r["commands"]
+    state = fleet.sh(NODE, "systemctl is-enabled gpufabric-evidence.timer; systemctl is-active "
+                           "gpufabric-evidence.timer").stdout.split()
+    assert state == ["enabled", "active"]
+    rc, res = fleet.ansible(NODE, "gpufabric.node.fabric_persist", {"boot_wait": 0, "evidence": True}, "--check")
+    assert rc == 0 and res[NODE]["changed"] is False and res[NODE]["drift"] == [], res
+
+    fleet.sh(NODE, "systemctl start gpufabric-evidence.service")
+    m = samples(fleet)
+    assert m["gpufabric_evidence_desired_state"] == {frozenset(): 1.0}
+    status = dict((dict(k)["concern"], dict(k)["status"]) for k, v in m["gpufabric_concern_status"].items() if v)
+    log = fleet.sh(NODE, "cat $GPUFABRIC_SYSROOT/var/log/gpufabric-sim/gpufabric-evidence.service.log",
+                   check=False).stdout
+    assert status["persistence"] == "ok", log
+    assert "gpufabric_rdma_port_congestion_total" not in m or not any(
+        dict(k)["counter"] == "np_cnp_sent" and v for k, v in m["gpufabric_rdma_port_congestion_total"].items())
+
+    # no Ansible from here: the NIC counts CNPs, the timer's service runs again
+    fleet.sh(NODE, "mkdir -p $GPUFABRIC_SYSROOT%s && echo 77 > $GPUFABRIC_SYSROOT%s/np_cnp_sent" % (HW, HW))
+    fleet.sh(NODE, "systemctl start gpufabric-evidence.service")
+    m = samples(fleet)
+    cnp = dict((dict(k)["device"], v) for k, v in m["gpufabric_rdma_port_congestion_total"].items()
+               if dict(k)["counter"] == "np_cnp_sent")
+    assert cnp == {"mlx5_0": 77.0}
