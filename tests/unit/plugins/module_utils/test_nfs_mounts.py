@@ -225,6 +225,13 @@ def test_mountinfo_recorded_on_the_vm_lab_kernel(node):
                                                          ("/mnt/nfs-rdma", "vers", "4.1", "4.2")]
 
 
+def test_nfsv4_on_port_2049_shows_no_port(node):
+    vol = dict(VOL, port=2049)
+    converged(node, vol, nfs_line(120, "/mnt/nfs-rdma", SRC, "4.1", port=2049))
+    assert "port=" not in node.mountinfo().splitlines()[-1]
+    assert status(node, vol)["status"] == "ok"
+
+
 def test_vers_4_accepts_the_negotiated_minor_version(node):
     vol = dict(VOL, vers="4")
     converged(node, vol, nfs_line(120, "/mnt/nfs-rdma", SRC, "4.2"))
