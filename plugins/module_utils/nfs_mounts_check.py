@@ -176,6 +176,8 @@ def mount_items(vol, obs, client, vendor_wanted):
             continue
         if key == "vers" and vol["vers"] == "4" and (cur or "").startswith("4"):
             continue
+        if key == "port" and cur is None and vol["vers"] != "3" and vol["port"] == 2049:
+            continue   # NFSv4 shows port= only when it is not 2049 (nfs_show_mount_options)
         if cur != want[key]:
             out.append(_item(path, key, cur, want[key]))
     if vendor_wanted and client["in_use"] != "vendor":

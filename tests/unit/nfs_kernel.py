@@ -18,9 +18,11 @@ USERSPACE = ("_netdev", "nofail", "auto", "noauto", "user", "users", "defaults")
 def nfs_line(mount_id, path, source, vers, proto="rdma", port=20049, nconnect=None, extra=""):
     """One mountinfo line as fs/proc_namespace.c and fs/nfs/super.c (nfs_show_mount_options) write it."""
     addr = source.rsplit(":", 1)[0].strip("[]")
-    opts = "rw,vers=%s,rsize=1048576,wsize=1048576,namlen=255,hard,proto=%s%s,port=%d,timeo=600,retrans=2," \
+    # NFSv4 prints port= only when it is not 2049 (nfs_show_mount_options); v3 always
+    shown = "" if vers != "3" and port == 2049 else ",port=%d" % port
+    opts = "rw,vers=%s,rsize=1048576,wsize=1048576,namlen=255,hard,proto=%s%s%s,timeo=600,retrans=2," \
            "sec=sys,clientaddr=10.77.0.10,local_lock=none,addr=%s%s" % (
-               vers, proto, ",nconnect=%d" % nconnect if nconnect else "", port, addr, extra)
+               vers, proto, ",nconnect=%d" % nconnect if nconnect else "", shown, addr, extra)
     return "%d 22 0:%d / %s rw,relatime shared:%d - %s %s %s\n" % (
         mount_id, mount_id, path, mount_id, "nfs" if vers == "3" else "nfs4", source, opts)
 

@@ -192,7 +192,7 @@ def test_converged_volume_is_ok_and_reads_only(node):
 @pytest.mark.parametrize("line,want", [
     (None, [("/mnt/nfs-rdma", "mounted", "absent", "mounted")]),
     (nfs_line(120, "/mnt/nfs-rdma", SRC, "4.1", proto="tcp", port=2049),
-     [("/mnt/nfs-rdma", "port", "2049", "20049"), ("/mnt/nfs-rdma", "proto", "tcp", "rdma")]),
+     [("/mnt/nfs-rdma", "port", None, "20049"), ("/mnt/nfs-rdma", "proto", "tcp", "rdma")]),
     (nfs_line(120, "/mnt/nfs-rdma", "10.77.0.11:/srv/nfs", "4.1"),
      [("/mnt/nfs-rdma", "source", "10.77.0.11:/srv/nfs", SRC)]),
     (nfs_line(120, "/mnt/nfs-rdma", SRC, "4.2"), [("/mnt/nfs-rdma", "vers", "4.2", "4.1")]),
@@ -208,6 +208,28 @@ def test_mount_drift(node, line, want):
     doc = status(node)
     assert doc["status"] == "drift"
     assert keys(doc) == sorted(want)
+
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "nfs_mounts", "vm-lab-bookworm-6.1.mountinfo")
+
+
+def test_mountinfo_recorded_on_the_vm_lab_kernel(node):
+    """The lines the VM lab's bookworm 6.1 kernel wrote after nfs_mounts mounted the lab export (grep nfs)."""
+    with open(FIXTURE) as f:
+        converged(node, line=f.read())
+    assert status(node) == {"status": "ok", "reason": None, "items": []}
+    (m,) = check.nfs_mounts(check.read_mounts(Sysroot(node.root))[0])
+    assert m == {"path": "/mnt/nfs-rdma", "mounted": True, "fstype": "nfs4", "source": SRC, "proto": "rdma",
+                 "port": "20049", "vers": "4.1", "nconnect": None, "remoteports": None, "localports": None}
+    assert keys(status(node, dict(VOL, vers="4.2"))) == [(UNIT_PATH, "content", "differs", "managed"),
+                                                         ("/mnt/nfs-rdma", "vers", "4.1", "4.2")]
+
+
+def test_nfsv4_on_port_2049_shows_no_port(node):
+    vol = dict(VOL, port=2049)
+    converged(node, vol, nfs_line(120, "/mnt/nfs-rdma", SRC, "4.1", port=2049))
+    assert "port=" not in node.mountinfo().splitlines()[-1]
+    assert status(node, vol)["status"] == "ok"
 
 
 def test_vers_4_accepts_the_negotiated_minor_version(node):
