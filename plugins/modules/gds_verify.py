@@ -34,7 +34,7 @@ description:
   - Every proof that made its test transfer is recorded on the node in C(/var/lib/gpufabric/gds_verdict.json)
     (verdict, compat fallback, time, path, size; written atomically, root, 0644), from which the evidence timer and
     M(gpufabric.node.fabric_metrics) export the verdict and its age (docs/metrics.md). Check mode and a proof that
-    stopped at its preconditions leave the last record as it is. The record is evidence, not configuration: the
+    stopped at its preconditions leave the last record as it is. The record is evidence, not configuration, so the
     module still reports RV(changed) false.
 author:
   - gpufabric developers (@gpufabric)
