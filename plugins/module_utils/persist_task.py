@@ -39,9 +39,10 @@ UNIT = persist.UNIT
 TEMPLATE = persist.TEMPLATE
 # The applier is imported so that Ansible ships it (and everything it imports) with the module.
 APPLIER = applier.__name__.rsplit(".", 1)[-1]
-# What the library copy holds: the applier and this body, with everything they import (not the rest of what the
-# running module loaded, so fabric_persist and the one-call check install and compare the same files).
-LIBRARY_ROOTS = (APPLIER, __name__.rsplit(".", 1)[-1])
+# What the library copy holds: the applier and what this body imports, with everything they import: the files the
+# fabric_persist module loads, not the rest of what a running module loaded, so fabric_persist and the one-call
+# check install and compare the same files.
+SELF = __name__.rsplit(".", 1)[-1]
 
 
 _FROM_RE = re.compile(r"^[ \t]*from[ \t]+%s(?:\.(\w+))?[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)"
@@ -66,10 +67,11 @@ def _imports(source):
 
 
 def library_sources(modules=None):
-    """{name: source} of LIBRARY_ROOTS and every collection module_utils they import, transitively."""
+    """{name: source} of the applier, the module_utils this body imports, and every collection module_utils they
+    import, transitively."""
     loaded = persist.module_utils_sources(modules)
     out = {}
-    todo = list(LIBRARY_ROOTS)
+    todo = [APPLIER] + sorted(n for n in _imports(loaded[SELF]) if n in loaded and n != SELF)
     while todo:
         name = todo.pop()
         if name in out:
