@@ -168,3 +168,20 @@ def test_a_module_failure_is_that_concerns_error(node):
     assert res["concerns"]["cmdline"]["status"] == model.ERROR
     assert "iommu_mode=sideways is not supported" in res["concerns"]["cmdline"]["reason"]
     assert res["concerns"]["dcb"]["status"] == model.DRIFT
+
+
+@pytest.mark.parametrize("host_vars,key,value", [
+    ({}, "roce_qos_tos", 106),
+    ({"roce_qos_dscp": 24, "roce_qos_ecn": False}, "roce_qos_tos", 96),  # a default templated with the host's vars
+    ({"roce_qos_tos": 104}, "roce_qos_tos", 104),  # the host's value wins over the default
+    ({"nccl_rails": ["ens1np0"]}, "nccl_rails", ["ens1np0"]),
+    ({"iommu_mode": "translated"}, "iommu_mode", "translated"),
+    ({}, "__iommu_mode_args", None),  # the role's vars table, read from roles/iommu/vars/main.yml
+])
+def test_the_action_plugin_resolves_the_roles_defaults_with_the_hosts_variables(host_vars, key, value):
+    doc = desired_doc.resolve(dict(host_vars, inventory_hostname="ap1"))
+    if value is None:
+        assert doc[key]["x86_64"]["passthrough"]["present"] == ["iommu=pt"]
+    else:
+        assert doc[key] == value
+    assert "gds_node_name" not in doc  # only the roles of the concerns checked (the core ones)
