@@ -20,7 +20,8 @@ Schema (``version`` 1), one section per concern, each optional::
      "acs":       {"bridges": [{"kernel_path": "0000:15:01.0/00.0", "bdf": "0000:16:00.0"}, ...],
                    "clear": ["ReqRedir", "CmpltRedir", "EgressCtrl"]},
      "nvidia_fs": {"rw_stats_enabled": 1},
-     "routing":   {"state_file": "/etc/gpufabric/routing.json"}}
+     "routing":   {"state_file": "/etc/gpufabric/routing.json"},
+     "ecn":       {"rails": ["ens1np0", ...], "priority": 3, "cnp_dscp": 48, "cnp_priority": 6}}
 
 ``dcb`` holds the ``dcb_qos`` options (validated by ``dcb.normalize_desired``, the same code the
 module uses; :func:`dcb_groups` turns the section back into ``apply_dcb``'s arguments).
@@ -49,7 +50,7 @@ import json
 import os
 import re
 
-from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, pci, rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, ecn, pci, rdma_cm
 from ansible_collections.gpufabric.node.plugins.module_utils.sysctl import validate_ifname
 
 try:
@@ -61,7 +62,7 @@ STATE_DIR = "/etc/gpufabric"
 STATE_FILE = STATE_DIR + "/state.json"
 LOCK_FILE = STATE_DIR + "/.state.lock"
 SCHEMA_VERSION = 1
-CONCERNS = ("dcb", "rdma_cm", "acs", "nvidia_fs", "routing")
+CONCERNS = ("dcb", "rdma_cm", "acs", "nvidia_fs", "routing", "ecn")
 ROUTING_STATE_FILE = STATE_DIR + "/routing.json"
 DCB_KEYS = ("dscp_map", "pfc_priorities", "trust", "ets")  # the dcb_qos options recorded with the rails
 
@@ -292,12 +293,24 @@ def _validate_routing(data):
     return {"state_file": os.path.normpath(path)}
 
 
+def _validate_ecn(data):
+    """The roce_ecn options (ecn.normalize_desired) with the rails."""
+    _only_keys(data, "ecn", ("rails",) + ecn.DESIRED_KEYS[1:])
+    rails = _names(data.get("rails"), "ecn.rails", _ifname)
+    try:
+        want = ecn.normalize_desired(dict((k, v) for k, v in data.items() if k != "rails"))
+    except ValueError as e:
+        raise ValueError("ecn: %s" % e)
+    return dict(want, rails=rails)
+
+
 _VALIDATORS = {
     "dcb": _validate_dcb,
     "rdma_cm": _validate_rdma_cm,
     "acs": _validate_acs,
     "nvidia_fs": _validate_nvidia_fs,
     "routing": _validate_routing,
+    "ecn": _validate_ecn,
 }
 
 
