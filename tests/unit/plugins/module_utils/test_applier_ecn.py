@@ -63,8 +63,7 @@ def test_boot_and_device_runs_reapply_the_recorded_ecn(tmp_path):
     assert ecn.concern_status(sr, {"rails": rails})["status"] == "drift"
 
 
-def test_bad_recorded_ecn_is_refused_by_the_store(tmp_path):
-    sr = Sysroot(str(tmp_path))
+def test_bad_recorded_ecn_is_refused_by_the_store():
     for bad, needle in (({"rails": ["ens1np0"], "priority": 9}, "priority must be 0..7"),
                         ({"rails": [], "priority": 3}, "ecn.rails must be a non-empty list"),
                         ({"rails": ["ens1np0"], "colour": 1}, "unknown key(s) colour")):
