@@ -6,7 +6,7 @@
 ``/etc/gpufabric/state.json`` (``state.py``) holds what the modules applied. At boot
 (``gpufabric-apply.service``) and whenever an RDMA device registers (udev ``add`` of
 ``SUBSYSTEM=="infiniband"``, ``gpufabric-apply@<ibdev>.service``) this code applies it again by
-calling the same functions the modules call: ``dcb.apply_dcb``, ``rdma_cm.apply_tos``,
+calling the same functions the modules call: ``dcb.apply_dcb``, ``rdma_cm.apply_tos``, ``ecn.apply_ecn``,
 ``acs.apply_acs``, ``routing.apply``, ``mtu.apply``. There is no second implementation of any of them.
 
 * Full run (``only_device`` None): the MTU of the recorded rails (those no network manager keeps it for), DCB on
@@ -50,7 +50,7 @@ import sys
 import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils import (
-    acs, dcb, guard, inputs, mtu, nodelock, rdma_cm, results, routing, state, topology)
+    acs, dcb, ecn, guard, inputs, mtu, nodelock, rdma_cm, results, routing, state, topology)
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 DEFAULT_WAIT_S = 30.0
@@ -216,6 +216,27 @@ def _apply_mtu(ctx, section, only_rails):
         ctx.log_results("mtu", res["results"])
     if done["rails"]:
         ctx.concerns["mtu"] = done
+
+def _apply_ecn(ctx, section, only_rails):
+    """ECN/DCQCN of the recorded rails (lost at reboot and driver reload), with ecn.apply_ecn."""
+    rails = [r for r in section["rails"] if only_rails is None or r in only_rails]
+    if not rails:
+        ctx.skip("ecn", "no recorded rail belongs to this device")
+        return
+    missing = ctx.wait(lambda: [r for r in rails if not _netdev_present(ctx.sysroot, r)])
+    for r in missing:
+        ctx.error("ecn", "rail %s did not appear (no /sys/class/net/%s)" % (r, r))
+    present = [r for r in rails if r not in missing]
+    if not present:
+        return
+    desired = dict((k, v) for k, v in section.items() if k != "rails")
+    try:
+        res = ecn.apply_ecn(ctx.sysroot, present, desired, ctx.check_mode)
+    except (ValueError, OSError, IOError) as e:
+        ctx.error("ecn", "rail(s) %s: %s" % (", ".join(present), e))
+        return
+    ctx.log_results("ecn", res["results"])
+    ctx.concerns["ecn"] = {"changed": res["changed"], "rails": present, "results": res["results"]}
 
 
 def _tos_pairs(ctx, section, only_device, by_dev, by_rail):
@@ -445,6 +466,8 @@ def _apply_recorded(ctx, sysroot, only_device, state_path, ipr_factory):
             _apply_dcb(ctx, desired["dcb"], dev_rails)
         if "rdma_cm" in desired:
             _apply_tos(ctx, desired["rdma_cm"], only_device)
+        if "ecn" in desired:
+            _apply_ecn(ctx, desired["ecn"], dev_rails)
     else:
         if "acs" in desired:
             _apply_acs(ctx, desired["acs"])
@@ -456,6 +479,8 @@ def _apply_recorded(ctx, sysroot, only_device, state_path, ipr_factory):
             _apply_dcb(ctx, desired["dcb"], None)
         if "rdma_cm" in desired:
             _apply_tos(ctx, desired["rdma_cm"], None)
+        if "ecn" in desired:
+            _apply_ecn(ctx, desired["ecn"], None)
         if "nvidia_fs" in desired:
             _apply_nvidia_fs(ctx, desired["nvidia_fs"])
         if "routing" in desired:

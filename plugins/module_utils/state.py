@@ -21,7 +21,8 @@ Schema (``version`` 1), one section per concern, each optional::
                    "clear": ["ReqRedir", "CmpltRedir", "EgressCtrl"]},
      "nvidia_fs": {"rw_stats_enabled": 1},
      "routing":   {"state_file": "/etc/gpufabric/routing.json"},
-     "mtu":       {"rails": ["ens1np0", ...], "mtu": 9000}}
+     "mtu":       {"rails": ["ens1np0", ...], "mtu": 9000},
+     "ecn":       {"rails": ["ens1np0", ...], "priority": 3, "cnp_dscp": 48, "cnp_priority": 6}}
 
 ``dcb`` holds the ``dcb_qos`` options (validated by ``dcb.normalize_desired``, the same code the
 module uses; :func:`dcb_groups` turns the section back into ``apply_dcb``'s arguments).
@@ -50,7 +51,7 @@ import json
 import os
 import re
 
-from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, mtu, pci, rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, ecn, mtu, pci, rdma_cm
 from ansible_collections.gpufabric.node.plugins.module_utils.sysctl import validate_ifname
 
 try:
@@ -62,7 +63,7 @@ STATE_DIR = "/etc/gpufabric"
 STATE_FILE = STATE_DIR + "/state.json"
 LOCK_FILE = STATE_DIR + "/.state.lock"
 SCHEMA_VERSION = 1
-CONCERNS = ("dcb", "rdma_cm", "acs", "nvidia_fs", "routing", "mtu")
+CONCERNS = ("dcb", "rdma_cm", "acs", "nvidia_fs", "routing", "mtu", "ecn")
 ROUTING_STATE_FILE = STATE_DIR + "/routing.json"
 DCB_KEYS = ("dscp_map", "pfc_priorities", "trust", "ets")  # the dcb_qos options recorded with the rails
 
@@ -304,6 +305,17 @@ def _validate_mtu(data):
     return _grouped("mtu", data, _validate_mtu_group)
 
 
+def _validate_ecn(data):
+    """The roce_ecn options (ecn.normalize_desired) with the rails."""
+    _only_keys(data, "ecn", ("rails",) + ecn.DESIRED_KEYS[1:])
+    rails = _names(data.get("rails"), "ecn.rails", _ifname)
+    try:
+        want = ecn.normalize_desired(dict((k, v) for k, v in data.items() if k != "rails"))
+    except ValueError as e:
+        raise ValueError("ecn: %s" % e)
+    return dict(want, rails=rails)
+
+
 _VALIDATORS = {
     "dcb": _validate_dcb,
     "rdma_cm": _validate_rdma_cm,
@@ -311,6 +323,7 @@ _VALIDATORS = {
     "nvidia_fs": _validate_nvidia_fs,
     "routing": _validate_routing,
     "mtu": _validate_mtu,
+    "ecn": _validate_ecn,
 }
 
 

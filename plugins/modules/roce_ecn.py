@@ -26,7 +26,10 @@ description:
     when no rail has the controls the concern C(ecn) is C(not_applicable) with the reason.
   - Each rail is configured on its own; every written value is read back. A rail that cannot be read, written or
     does not read back fails and the module goes on with the others, then fails naming every failed rail.
-  - The values are runtime state of the device, lost at reboot and driver reload.
+  - The values are runtime state of the device, lost at reboot and driver reload. The module records the rails and
+    settings in the C(ecn) section of C(/etc/gpufabric/state.json) (not after a failed rail, nor when no rail has
+    ECN controls); the collection's
+    boot-time applier re-applies them at boot and on the udev C(add) event of the RDMA device, with the same code.
 author:
   - gpufabric developers (@gpufabric)
 options:
@@ -54,7 +57,7 @@ attributes:
     description: Reads every control and reports what would change; writes nothing.
   diff_mode:
     support: full
-    description: The managed controls of every rail before and after.
+    description: The managed controls of every rail before and after, and the C(ecn) section of the state file.
   platform:
     support: full
     platforms: posix
@@ -106,7 +109,8 @@ rails:
             "after": {"source": "sysfs", "np_enable:3": true, "rp_enable:3": true, "cnp_dscp": 48, "cnp_priority": 6}}]
 drift:
   description: Deviations found before applying (concern C(ecn), object the rail, key C(np_enable:<prio>),
-    C(rp_enable:<prio>), C(cnp_dscp), C(cnp_priority), C(cnp_priority_mode)).
+    C(rp_enable:<prio>), C(cnp_dscp), C(cnp_priority), C(cnp_priority_mode); object the state file, key C(ecn),
+    when the recorded settings differ).
   returned: always
   type: list
   elements: dict
@@ -117,6 +121,11 @@ results:
   returned: always
   type: list
   elements: dict
+state_file:
+  description: The collection's desired-state store whose C(ecn) section the boot-time applier re-applies.
+  returned: always
+  type: str
+  sample: /etc/gpufabric/state.json
 concerns:
   description: The status of concern C(ecn) (see C(docs/concerns.md)), keyed by C(ecn), with C(status), C(reason) and
     C(items); C(not_applicable) when no rail has ECN controls, C(error) when the module fails.
@@ -128,6 +137,7 @@ concerns:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, ecn, inputs, nodelock, results
+from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 
@@ -165,21 +175,38 @@ def main():
     except ValueError as e:
         module.fail_json(msg=str(e), concerns={"ecn": concerns.error("ecn", str(e))})
 
+    section = dict(desired, rails=p["rails"])
     with nodelock.for_module(module, sysroot, "roce_ecn", ("ecn",)):
         try:
+            state_store.validate_section("ecn", section)
             res = ecn.apply_ecn(sysroot, p["rails"], desired, module.check_mode)
         except (ValueError, OSError, IOError) as e:
             msg = "ECN configuration failed: %s" % e
             module.fail_json(msg=msg, concerns={"ecn": concerns.error("ecn", msg)})
-    out = dict(changed=res["changed"], rails=res["rails"], drift=res["drift"], results=res["results"])
+        out = dict(changed=res["changed"], rails=res["rails"], drift=list(res["drift"]), results=res["results"],
+                   state_file=state_store.STATE_FILE)
+        st_before = st_after = None
+        if not res["errors"] and any(r["source"] for r in res["rails"]):
+            # the boot-time applier re-applies what is recorded (ECN is lost at reboot and driver reload)
+            try:
+                st_before, st_after, st_item = state_store.record_with_drift(sysroot, "ecn", section,
+                                                                             module.check_mode)
+            except (ValueError, OSError, IOError) as e:
+                msg = "recording the ECN settings for the boot-time applier failed: %s" % e
+                module.fail_json(msg=msg, concerns={"ecn": concerns.error("ecn", msg)}, **out)
+            if st_item:
+                out["drift"].append(st_item)
+                out["changed"] = True
     if module._diff:
-        out["diff"] = dict(before=_diff_text(res["rails"], "before"), after=_diff_text(res["rails"], "after"),
-                           before_header="ecn (runtime)", after_header="ecn (runtime)")
+        out["diff"] = [dict(before=_diff_text(res["rails"], "before"), after=_diff_text(res["rails"], "after"),
+                            before_header="ecn (runtime)", after_header="ecn (runtime)"),
+                       dict(before=st_before or "", after=st_after or "", before_header=state_store.STATE_FILE,
+                            after_header=state_store.STATE_FILE)]
     if res["errors"]:
         msg = results.failure_message("ECN configuration", "rail(s)", res["results"])
         out["concerns"] = {"ecn": concerns.error("ecn", msg, items=results.annotate(res["drift"], res["results"]))}
         module.fail_json(msg=msg, **out)
-    out["concerns"] = {"ecn": ecn.status_of(res, module.check_mode)}
+    out["concerns"] = {"ecn": ecn.status_of(dict(res, drift=out["drift"]), module.check_mode)}
     module.exit_json(**out)
 
 

@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 
 import pytest
@@ -36,14 +37,17 @@ def test_sysfs_check_fix_idempotent_and_drift_on_one_rail(tmp_path, monkeypatch)
     check = run_module(roce_ecn, {"rails": rails}, check_mode=True, diff=True, monkeypatch=monkeypatch)
     assert not check.get("failed"), check
     assert check["changed"] is True and check["concerns"]["ecn"]["status"] == "drift"
-    assert sorted(set(d["key"] for d in check["drift"])) == ["np_enable:3", "rp_enable:3"]
-    assert len(check["drift"]) == 2 * len(rails)
+    assert sorted(set(d["key"] for d in check["drift"])) == ["ecn", "np_enable:3", "rp_enable:3"]
+    assert len(check["drift"]) == 2 * len(rails) + 1, "one item per rail and control, one for the state file"
     assert sim_runtime.tree_hash(root) == before
-    assert "ens1np0 np_enable:3 = False" in check["diff"]["before"]
-    assert "ens1np0 np_enable:3 = True" in check["diff"]["after"]
+    assert "ens1np0 np_enable:3 = False" in check["diff"][0]["before"]
+    assert "ens1np0 np_enable:3 = True" in check["diff"][0]["after"]
+    assert '"cnp_dscp": 48' in check["diff"][1]["after"] and check["diff"][1]["before"] == ""
 
     fix = run_module(roce_ecn, {"rails": rails}, monkeypatch=monkeypatch)
     assert fix["changed"] is True and fix["concerns"]["ecn"]["status"] == "ok" and fix["concerns"]["ecn"]["corrected"]
+    with open(os.path.join(root, "etc/gpufabric/state.json")) as f:
+        assert json.load(f)["ecn"] == {"rails": sorted(rails), "priority": 3, "cnp_dscp": 48, "cnp_priority": 6}
     for r in rails:
         assert _read(root, "sys/class/net/%s/ecn/roce_np/enable/3" % r) == "1"
         assert _read(root, "sys/class/net/%s/ecn/roce_rp/enable/3" % r) == "1"
@@ -69,7 +73,7 @@ def test_inbox_debugfs_sets_the_cnp_class(tmp_path, monkeypatch):
     root, rails, m = _node(tmp_path, monkeypatch, "hgx-h200-sriov")
     check = run_module(roce_ecn, {"rails": rails}, check_mode=True, monkeypatch=monkeypatch)
     assert check["concerns"]["ecn"]["status"] == "drift"
-    assert sorted(set(d["key"] for d in check["drift"])) == ["cnp_dscp", "cnp_priority", "cnp_priority_mode"]
+    assert sorted(set(d["key"] for d in check["drift"])) == ["cnp_dscp", "cnp_priority", "cnp_priority_mode", "ecn"]
     assert check["rails"][0]["source"] == "debugfs" and check["rails"][0]["before"]["np_enable:3"] is None
     fix = run_module(roce_ecn, {"rails": rails}, monkeypatch=monkeypatch)
     assert fix["concerns"]["ecn"]["status"] == "ok"
@@ -85,6 +89,7 @@ def test_no_controls_is_not_applicable(tmp_path, monkeypatch):
     assert not res.get("failed") and res["changed"] is False
     doc = res["concerns"]["ecn"]
     assert doc["status"] == "not_applicable" and "mlx5 without ECN controls" in doc["reason"]
+    assert not os.path.exists(os.path.join(root, "etc/gpufabric/state.json")), "nothing to re-apply at boot"
 
 
 @pytest.mark.parametrize("args, needle", [
