@@ -217,6 +217,7 @@ def _apply_mtu(ctx, section, only_rails):
     if done["rails"]:
         ctx.concerns["mtu"] = done
 
+
 def _apply_ecn(ctx, section, only_rails):
     """ECN/DCQCN of the recorded rails (lost at reboot and driver reload), with ecn.apply_ecn."""
     rails = [r for r in section["rails"] if only_rails is None or r in only_rails]
