@@ -127,8 +127,8 @@ def locate(sysroot, netdev):
     if bdf and sysroot.exists("%s/%s/cc_params/np_cnp_dscp" % (DEBUGFS_ROOT, bdf)):
         return DEBUGFS, "%s/%s/cc_params" % (DEBUGFS_ROOT, bdf), None
     if driver not in MLX5_DRIVERS:
-        what = ("driver %s" % driver) if driver else "no device driver (a virtual or software netdev, e.g. " \
-                                                    "under Soft-RoCE)"
+        what = (("driver %s" % driver) if driver
+                else "no device driver (a virtual or software netdev, e.g. under Soft-RoCE)")
         return None, None, ("rail %s: %s exposes no ECN/DCQCN controls (no %s, no mlx5 cc_params)"
                             % (netdev, what, _sysfs_dir(netdev)))
     return None, None, ("rail %s: mlx5 without ECN controls: no %s (MLNX_OFED/DOCA driver) and no %s/%s/cc_params "

@@ -16,8 +16,8 @@ What is gathered (``gather``):
 - every concern's status: the desired-state document (``DESIRED_FILE``, written by ``fabric_persist``) evaluated
   by ``evaluate(desired, sysroot, runner)`` - the one-call check of ``node_check.py``, the same planners the concern
   modules run, read-only. Without a desired state every concern is ``not_checked`` (never ``ok``);
-- PCIe link health of every GPU, NIC and bridge on a GPU<->NIC path (``pcie_links``): the negotiated and the
-  maximum link speed and width of ``/sys/bus/pci/devices/<bdf>/{current,max}_link_{speed,width}``;
+- PCIe link health comes with the facts (``topology.discover``: ``pcie_links``, judged by ``pcie_link.py``), not
+  from a reader of its own here;
 - the RDMA error, retry and congestion (CNP/ECN) counters of every port (``rdma_port_counters``): the files of
   ``/sys/class/infiniband/<dev>/ports/<port>/counters/`` (IB PMA) and ``hw_counters/`` (driver: mlx5, rxe) that
   ``RDMA_COUNTERS`` names;
@@ -110,20 +110,6 @@ def path_devices(facts):
             if bdf and bdf not in [o[0] for o in out]:
                 out.append((bdf, kind))
     return [(bdf, kind, roles.get(bdf, "") if kind == "bridge" else "") for bdf, kind in out]
-
-
-def pcie_links(sysroot, facts):
-    """[{bdf, kind, role, speed, max_speed, width, max_width}] (values None where the file is missing or says
-    Unknown: virtual functions and some bridges have no link files)."""
-    out = []
-    for bdf, kind, role in path_devices(facts):
-        base = "%s/%s" % (PCI_DEVICES, bdf)
-        out.append({"bdf": bdf, "kind": kind, "role": role,
-                    "speed": parse_speed(sysroot.read(base + "/current_link_speed")),
-                    "max_speed": parse_speed(sysroot.read(base + "/max_link_speed")),
-                    "width": parse_width(sysroot.read(base + "/current_link_width")),
-                    "max_width": parse_width(sysroot.read(base + "/max_link_width"))})
-    return out
 
 
 # --- RDMA port counters -----------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ def gather(sysroot, run, evaluate=default_evaluate, which=shutil.which, clock=ti
                             % (p["device"], p["port"], ", ".join(p["unreadable"])))
     ev = {"facts": facts, "dcb": dcb_state, "rdma_cm": evidence.read_tos(sysroot, facts),
           "nvfs": evidence.read_nvfs(sysroot, facts), "gds": gds, "node": node,
-          "pcie_links": evidence.pcie_links(sysroot, facts), "rdma_ports": ports, "now": now,
+          "rdma_ports": ports, "now": now,
           "desired_state": desired_ok}
     return ev, warnings
 

@@ -39,7 +39,7 @@ def run(module, sysroot=None):
         def run(argv):
             return module.run_command(list(argv), environ_update={"LC_ALL": "C", "LANG": "C"})
 
-        qos_facts.annotate(sysroot, facts["rails"], run, lambda name: module.get_bin_path(name))
+        qos_facts.annotate(sysroot, facts["rails"], run, module.get_bin_path)
     profile, why = os_profiles.detect(sysroot)
     facts["os_profile"] = os_profiles.facts(profile) if profile else None
     facts["os_profile_reason"] = why

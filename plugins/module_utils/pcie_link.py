@@ -232,7 +232,7 @@ def _judge(scan, bdf, port, kind, pairs, desired, note):
 
 def warnings(links):
     """Operator warnings of the links below their capability."""
-    return ["PCIe link below capability: %s (%s)" % (link["reason"], FIX.split(":")[0])
+    return ["PCIe link below capability: %s (%s)" % (link["reason"], FIX.split(":", maxsplit=1)[0])
             for link in links or [] if link["state"] in ("degraded", "slot_limited")]
 
 

@@ -28,7 +28,6 @@ Public API:
          "rdma_cm": [{"device", "port", "rail", "tos"}]   (tos None: not readable, no sample),
          "nvfs": nvfs.counters(...) dict or None (nvidia-fs stats not readable),
          "gds": {"gds_active": bool, "compat_fallback_suspected": bool, "time": unix time or absent} or None,
-         "pcie_links": evidence.pcie_links(...) [{bdf, kind, role, speed, max_speed, width, max_width}],
          "rdma_ports": evidence.rdma_port_counters(...) [{device, port, rail, counters: [{dir, name, category,
                        value}]}],
          "now": unix time the evidence was gathered (gds_verdict_age_seconds, evidence_timestamp_seconds),
@@ -114,13 +113,6 @@ METRICS = {
                                 "not_checked."),
     "node_ok": ("gauge", "1 when the node verdict is ok: every concern ok or not applicable, no reboot pending and no "
                          "warning that breaks a data path."),
-    "pcie_link_speed_gts": ("gauge", "Current PCIe link speed in GT/s of a GPU, NIC or bridge on a GPU-NIC path "
-                                     "(current_link_speed; GPUs lower it when idle)."),
-    "pcie_link_max_speed_gts": ("gauge", "Maximum PCIe link speed in GT/s of the device (max_link_speed)."),
-    "pcie_link_width": ("gauge", "Negotiated PCIe link width (lanes) of the device (current_link_width)."),
-    "pcie_link_max_width": ("gauge", "Maximum PCIe link width (lanes) of the device (max_link_width)."),
-    "pcie_link_width_degraded": ("gauge", "1 when the device's link trained to fewer lanes than it is capable of "
-                                          "(current_link_width below max_link_width)."),
     "rdma_port_errors_total": ("counter", "RDMA port error counter (the file named by counter in the port's "
                                           "counters/ or hw_counters/ directory, dir)."),
     "rdma_port_retries_total": ("counter", "RDMA port retransmission and retry counter (the file named by counter "
@@ -361,24 +353,12 @@ def families_from_evidence(evidence, assessment=None):
             fams.add("gds_verdict_timestamp_seconds", float(gds["time"]))
             if evidence.get("now") is not None:
                 fams.add("gds_verdict_age_seconds", max(0.0, float(evidence["now"]) - float(gds["time"])))
-    _links(fams, evidence.get("pcie_links"))
     _rdma_ports(fams, evidence.get("rdma_ports"))
     if evidence.get("now") is not None:
         fams.add("evidence_timestamp_seconds", float(evidence["now"]))
     if evidence.get("desired_state") is not None:
         fams.add("evidence_desired_state", bool(evidence["desired_state"]))
     return list(fams.by_name.values())
-
-
-def _links(fams, links):
-    for link in links or []:
-        labels = dict(bdf=link["bdf"], kind=link["kind"], role=link.get("role") or "")
-        for key, short in (("speed", "pcie_link_speed_gts"), ("max_speed", "pcie_link_max_speed_gts"),
-                           ("width", "pcie_link_width"), ("max_width", "pcie_link_max_width")):
-            if link.get(key) is not None:
-                fams.add(short, link[key], **labels)
-        if link.get("width") is not None and link.get("max_width"):
-            fams.add("pcie_link_width_degraded", link["width"] < link["max_width"], **labels)
 
 
 def _rdma_ports(fams, ports):

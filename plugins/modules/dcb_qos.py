@@ -215,7 +215,7 @@ rails:
       description: Whether dcb apptrust works on this rail.
       type: bool
     before:
-      description: State read before applying (trust, dscp_prio of the requested DSCPs, dscp_entries, pfc, ets, dcbx:
+      description: State read before applying (trust, dscp_prio of the requested DSCPs, dscp_entries, pfc, ets, and dcbx,
         the DCBX flags as C(dcb dcbx show) prints them, null when not read).
       type: dict
     dcbx_error:

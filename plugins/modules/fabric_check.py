@@ -18,9 +18,9 @@ description:
     M(gpufabric.node.pcie_acs), M(gpufabric.node.dcb_qos), M(gpufabric.node.rdma_cm_tos),
     M(gpufabric.node.rail_sysctl), M(gpufabric.node.nccl_config), M(gpufabric.node.fabric_persist)) in check mode,
     with the options the roles pass them. Each concern gets the status, reason and items its role's check gives.
-  - The desired state is the roles' variables, resolved once on the controller by the action plugin: every role's
+  - The desired state is the roles' variables, resolved once on the controller by the action plugin (every role's
     C(defaults/main.yml) overlaid with the host's variables and templated, plus the constant tables of the roles'
-    C(vars/main.yml) the checks read. O(desired) replaces that document when given.
+    C(vars/main.yml) the checks read). O(desired) replaces that document when given.
   - Read-only, always. It writes nothing, runs no command that changes the node and takes no node lock, in check
     mode or not; C(changed) is always false, because nothing is ever changed. Fix drift with the roles
     (C(playbooks/drift.yml -e gpufabric_fix=true) runs them for the drifted concerns only).

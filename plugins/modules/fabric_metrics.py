@@ -48,8 +48,8 @@ description:
     C(gpufabric_nvfs_read_mib_total) and the same four for writes, C(gpufabric_iommu_identity),
     C(gpufabric_iommu_mode_info{mode}), C(gpufabric_gpu_driver_open), C(gpufabric_gpu_driver_info{flavour,version}),
     C(gpufabric_fabric_manager_needed), C(gpufabric_fabric_manager_running),
-    C(gpufabric_concern_status{concern,status}), C(gpufabric_node_ok), C(gpufabric_pcie_link_speed_gts{bdf,kind,role}), C(gpufabric_pcie_link_max_speed_gts),
-    C(gpufabric_pcie_link_width), C(gpufabric_pcie_link_max_width), C(gpufabric_pcie_link_width_degraded),
+    C(gpufabric_concern_status{concern,status}), C(gpufabric_node_ok), C(gpufabric_pcie_link_speed_gts{device,kind,port}), C(gpufabric_pcie_link_max_speed_gts),
+    C(gpufabric_pcie_link_width), C(gpufabric_pcie_link_max_width), C(gpufabric_pcie_link_below_capability),
     C(gpufabric_rdma_port_errors_total{device,port,rail,dir,counter}), C(gpufabric_rdma_port_retries_total),
     C(gpufabric_rdma_port_congestion_total), C(gpufabric_rdma_port_counters_up{device,port,rail}),
     C(gpufabric_gds_verdict_timestamp_seconds)."
@@ -314,7 +314,6 @@ def main():
         gds_warning = gds_warning or record_warning
     ev = {"facts": facts, "dcb": dcb_state, "rdma_cm": evidence.read_tos(sysroot, facts),
           "nvfs": evidence.read_nvfs(sysroot, facts), "gds": gds, "node": node,
-          "pcie_links": evidence.pcie_links(sysroot, facts),
           "rdma_ports": evidence.rdma_port_counters(sysroot, facts)}
     assessment = prom.assess(ev, host)
     families = [f for f in prom.families_from_evidence(ev, assessment) if f.samples]

@@ -35,7 +35,7 @@ description:
     (verdict, compat fallback, time, path, size; written atomically, root, 0644), from which the evidence timer and
     M(gpufabric.node.fabric_metrics) export the verdict and its age (docs/metrics.md). Check mode and a proof that
     stopped at its preconditions leave the last record as it is. The record is evidence, not configuration, so the
-    module still reports RV(changed) false.
+    module still reports C(changed) false.
 author:
   - gpufabric developers (@gpufabric)
 options:

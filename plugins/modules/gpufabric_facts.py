@@ -204,11 +204,11 @@ ansible_facts:
               netdevs of PCI functions the rail's netdev stands for (itself, or a bond's slaves); per-port settings
               such as DCB/PFC belong on them, not on a bond.
             - With C(qos) gathered, C(ecn) (C(source) sysfs (MLNX_OFED/DOCA), debugfs (inbox mlx5 cc_params) or null
-              with C(reason); C(priorities) C({"0".."7": {np, rp}}) with null where the driver does not expose it;
+              with C(reason); C(priorities) (for each priority C(0) to C(7), C(np) and C(rp)) with null where the driver does not expose it;
               C(np_enabled), C(rp_enabled), C(cnp_dscp), C(cnp_priority), C(cnp_priority_mode); C(error) when
               unreadable), C(dcbx) (C(owner) host or lld-managed, C(flags) as C(dcb dcbx show) prints them,
               C(versions), C(error) when not read) and C(firmware_dcbx) (C(status) ok, or not_checked with the
-              C(reason) when C(mlxconfig) is missing or fails: the settings could not be read; C(settings) such as
+              C(reason) when C(mlxconfig) is missing or fails, so the settings could not be read; C(settings) such as
               C(LLDP_NB_DCBX_P1)).
           returned: when C(rails) or C(qos) gathered
           type: list

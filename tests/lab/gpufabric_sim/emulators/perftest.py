@@ -417,10 +417,9 @@ def client(args, root, fleet, out, me):
         dscp, ack_dscp = tos >> 2, int(acc["ack_tos"]) >> 2
         sw = switch_config(fleet)
         ect = (tos & 3) in (1, 2)
-        tx_prio = dcb_emu.dscp_priority(dcb_emu.state(root, rail["netdev"]) or {"driver": None, "apptrust": None,
-                                                                               "apps": []}, dscp)
-        rx_prio = dcb_emu.dscp_priority(dcb_emu.state(sroot, srail["netdev"]) or {"driver": None, "apptrust": None,
-                                                                                  "apps": []}, dscp)
+        nothing = {"driver": None, "apptrust": None, "apps": []}
+        tx_prio = dcb_emu.dscp_priority(dcb_emu.state(root, rail["netdev"]) or nothing, dscp)
+        rx_prio = dcb_emu.dscp_priority(dcb_emu.state(sroot, srail["netdev"]) or nothing, dscp)
         np_on = ecn_enabled(sroot, srail["netdev"], "np", rx_prio)
         rp_on = ecn_enabled(root, rail["netdev"], "rp", tx_prio)
         total = 0

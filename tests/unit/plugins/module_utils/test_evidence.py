@@ -71,27 +71,18 @@ def test_path_devices_every_gpu_nic_and_bridge_once(hgx):
     assert all(d[2] in ("upstream", "downstream") for d in devs if d[1] == "bridge")
 
 
-def test_pcie_links_and_a_downtrained_gpu(hgx, tmp_path):
+def test_pcie_link_metrics_come_from_the_facts_judgement(hgx):
+    """The textfile's PCIe link metrics are the pcie_link concern's links (facts["pcie_links"]): no second reader."""
     src, _manifest, facts = hgx
-    sr = Sysroot(src)
-    links = evidence.pcie_links(sr, facts)
-    assert links and all(x["speed"] == 32.0 and x["max_width"] == 16 and x["width"] == 16 for x in links)
+    links = facts["pcie_links"]
+    assert links
     gpu = facts["pairing"][0]["gpu"]
-    fams = prom.families_from_evidence({"pcie_links": [dict(x, width=8) if x["bdf"] == gpu else x for x in links]
-                                        + [{"bdf": "0000:ff:00.1", "kind": "nic", "role": "", "speed": None,
-                                            "max_speed": None, "width": None, "max_width": None}]})
-    m = samples(prom.render(fams))
-    degraded = dict((dict(k)["bdf"], v) for k, v in m["gpufabric_pcie_link_width_degraded"].items())
-    assert degraded[gpu] == 1.0 and sum(degraded.values()) == 1.0 and len(degraded) == len(links)
-    assert dict((dict(k)["bdf"], v) for k, v in m["gpufabric_pcie_link_width"].items())[gpu] == 8.0
-    # a device without link files (a virtual function) has no sample at all: absent, not zero
-    assert not any(dict(k)["bdf"] == "0000:ff:00.1" for k in m["gpufabric_pcie_link_speed_gts"])
-
-
-def test_pcie_links_missing_files_are_none(hgx):
-    _src, _manifest, facts = hgx
-    empty = evidence.pcie_links(Sysroot("/nonexistent-root"), facts)
-    assert empty and all(x["speed"] is None and x["width"] is None for x in empty)
+    judged = [dict(x, state="degraded", current_width=8) if x["device"] == gpu else x for x in links]
+    m = samples(prom.render(prom.families_from_evidence({"facts": dict(facts, pcie_links=judged)})))
+    below = dict((dict(k)["device"], v) for k, v in m["gpufabric_pcie_link_below_capability"].items())
+    assert below[gpu] == 1.0 and sum(below.values()) == 1.0
+    assert dict((dict(k)["device"], v) for k, v in m["gpufabric_pcie_link_width"].items())[gpu] == 8.0
+    assert not hasattr(evidence, "pcie_links")
 
 
 def test_rdma_port_counters_known_names_only(hgx, tmp_path):

@@ -159,8 +159,9 @@ def node(tmp_path):
     return Node(root)
 
 
-def converged(node, vol=VOL, line=None):
+def converged(node, vol=None, line=None):
     """The unit written and enabled as the fix leaves it, and the mount ``line`` (default: as desired)."""
+    vol = VOL if vol is None else vol
     p = nm.plan({"volumes": [vol]}, vendor_installed=False)
     Sysroot(node.root).write_file_atomic(UNIT_PATH, p["volumes"][0]["unit_text"])
     node.run(["systemctl", "enable", UNIT])
@@ -170,7 +171,8 @@ def converged(node, vol=VOL, line=None):
     node.write_mountinfo(node.mountinfo() + line)
 
 
-def status(node, vol=VOL, **desired):
+def status(node, vol=None, **desired):
+    vol = VOL if vol is None else vol
     return check.evaluate(Sysroot(node.root), node.run, dict(desired, volumes=[vol]), "/usr/bin/systemctl")
 
 

@@ -78,7 +78,7 @@ def test_apply_then_idempotent(node, monkeypatch, version):
         recorded = json.load(f)["dcb"]
     assert recorded["rails"] == RAILS and recorded["pfc_priorities"] == [3]
     assert res["rails"][0]["after"] == {"trust": "dscp", "dscp_prio": {"26": 3}, "dscp_entries": 57, "pfc": [3],
-                                         "dcbx": "host cee ieee"}
+                                        "dcbx": "host cee ieee"}
     for r in RAILS:
         assert dcb_emu.state(root, r)["trust"] == "dscp"
         assert counters(root, r)["link_toggles"] == 1
