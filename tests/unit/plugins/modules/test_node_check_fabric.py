@@ -63,9 +63,9 @@ def test_drift_of_the_new_concerns_on_the_drifted_node(node):  # noqa: F811
     assert _statuses(res) == dict((n, DRIFTED[n]) for n in NEW)
     ecn = res["concerns"]["ecn"]
     assert set(i["key"] for i in ecn["items"]) == {"np_enable:3", "rp_enable:3"}
-    mtu = res["concerns"]["mtu"]
-    assert set((i["key"], i["current"], i["desired"]) for i in mtu["items"] if i["key"] == "mtu") == {
-        ("mtu", 1500, 9000)}
+    rails = [r["netdev"] for r in node["manifest"]["rails"]]
+    mtu = dict((i["object"], (i["current"], i["desired"])) for i in res["concerns"]["mtu"]["items"])
+    assert dict((r, mtu.get(r)) for r in rails) == dict((r, (1500, 9000)) for r in rails)
     assert res["concerns"]["nfs_mounts"]["reason"]
 
 
