@@ -115,10 +115,13 @@ class Context(object):
 
 
 def _failed(names, e, task=None):
-    """Statuses of ``names`` when their module body failed in the role's task ``task``: what the role records
-    (the ``concern_error`` filter, ``concerns.task_error``): the module's own error status where it gave one,
-    else ``error`` with the message, both naming the task."""
-    return dict((n, model.task_error(e.result, n, task)) for n in names)
+    """Statuses of ``names`` when their module body failed in the role's task ``task``, as the role ends up
+    recording them: the module's own status where its failed result gave one (the role's rescue records
+    ``concern_error``, then its export step lays the registered result's ``concerns`` over it), else what the
+    rescue recorded (``concerns.task_error``: ``error`` with the message and per-object results, naming the task)."""
+    own = e.result.get("concerns") or {}
+    return dict((n, model.normalize(n, own[n]) if isinstance(own.get(n), dict) else model.task_error(e.result, n, task))
+                for n in names)
 
 
 # ---- evaluators: one per module run, each mirrors its role's tasks ---------------------------------------------
