@@ -18,49 +18,15 @@ def _task_name(task):
     return task or None
 
 
-def _items(result):
-    """Per-object results a failed module returned, as concern items: its ``results`` (one entry per rail, port,
-    bridge or setting) when it has them, else the older per-object lists."""
-    out = []
-    keys = ("results",) if (result or {}).get("results") else ("rails", "devices", "bridges")
-    for key in keys:
-        for r in (result or {}).get(key) or []:
-            if not isinstance(r, dict):
-                continue
-            obj = r.get("object") or r.get("rail") or r.get("device") or r.get("bdf") or r.get("name")
-            if obj is None:
-                continue
-            res = r.get("result") or ("failed" if r.get("failed") or r.get("error") else
-                                      "changed" if r.get("changed") else "unchanged")
-            item = {"concern": None, "object": obj, "key": r.get("key") or "result", "current": res,
-                    "desired": None, "result": res}
-            if r.get("error"):
-                item["error"] = str(r["error"])
-            out.append(item)
-    return out
-
-
 def concern_error(result, concern, task=None):
     """The status document of a concern whose task failed: ``error`` with the failure as the reason. A module that
     returned its own status for the concern (with per-object results in its items) is taken as it is."""
     if concern not in model.NAMES:
         raise AnsibleFilterError("concern_error: unknown concern %r (one of %s)" % (concern, ", ".join(model.NAMES)))
-    result = result if isinstance(result, dict) else {}
-    msg = result.get("msg") or ("unreachable" if result.get("unreachable") else "failed")
-    name = _task_name(task)
-    own = (result.get("concerns") or {}).get(concern)
-    if isinstance(own, dict) and own.get("status") == model.ERROR:
-        try:
-            doc = model.normalize(concern, own)
-        except model.ConcernError as e:
-            raise AnsibleFilterError(str(e))
-        if name and not (doc["reason"] or "").startswith(name):
-            doc["reason"] = model.one_line("%s: %s" % (name, doc["reason"] or msg))
-        return doc
-    items = _items(result)
-    for i in items:
-        i["concern"] = concern
-    return model.error(concern, msg, name, items)
+    try:
+        return model.task_error(result, concern, _task_name(task))
+    except model.ConcernError as e:
+        raise AnsibleFilterError(str(e))
 
 
 def concern_failed(recorded, role, task=None, result=None):

@@ -133,6 +133,47 @@ def error(concern, message, task=None, items=None):
     return status(ERROR, text, items or [])
 
 
+def failed_items(result):
+    """Per-object results a failed module returned, as concern items: its ``results`` (one entry per rail, port,
+    bridge or setting) when it has them, else the older per-object lists."""
+    out = []
+    keys = ("results",) if (result or {}).get("results") else ("rails", "devices", "bridges")
+    for key in keys:
+        for r in (result or {}).get(key) or []:
+            if not isinstance(r, dict):
+                continue
+            obj = r.get("object") or r.get("rail") or r.get("device") or r.get("bdf") or r.get("name")
+            if obj is None:
+                continue
+            res = r.get("result") or ("failed" if r.get("failed") or r.get("error") else
+                                      "changed" if r.get("changed") else "unchanged")
+            item = {"concern": None, "object": obj, "key": r.get("key") or "result", "current": res,
+                    "desired": None, "result": res}
+            if r.get("error"):
+                item["error"] = str(r["error"])
+            out.append(item)
+    return out
+
+
+def task_error(result, concern, task=None):
+    """The status of a concern whose task (named ``task``) failed with ``result``, as the roles record it (the
+    ``concern_error`` filter) and the one-call check gives it: the module's own ``error`` status when it returned
+    one (its reason prefixed with the task's name), else ``error`` with the failure message and the per-object
+    results as items."""
+    result = result if isinstance(result, dict) else {}
+    msg = result.get("msg") or ("unreachable" if result.get("unreachable") else "failed")
+    own = (result.get("concerns") or {}).get(concern)
+    if isinstance(own, dict) and own.get("status") == ERROR:
+        doc = normalize(concern, own)
+        if task and not (doc["reason"] or "").startswith(task):
+            doc["reason"] = one_line("%s: %s" % (task, doc["reason"] or msg))
+        return doc
+    items = failed_items(result)
+    for i in items:
+        i["concern"] = concern
+    return error(concern, msg, task, items)
+
+
 _MERGE_ORDER = (ERROR, DRIFT, NOT_CHECKED, OK, NOT_APPLICABLE)
 
 

@@ -4,7 +4,8 @@
 """The one-call, read-only drift check of a node: every concern of the list in one execution.
 
 ``evaluate(desired)`` runs discovery once and then, in check mode, the body of every concern module the roles run
-(``cmdline_task``, ``acs_task``, ``dcb_task``, ``rdma_cm_task``, ``rail_task``, ``nccl_task``, ``persist_task``),
+(``cmdline_task``, ``acs_task``, ``dcb_task``, ``rdma_cm_task``, ``ecn_task``, ``rail_task``, ``mtu_task``,
+``nccl_task``, ``persist_task``, ``nfs_mounts_task``, ``health_task``),
 with the options the roles derive from their variables (``node_desired``). So each concern gets the status, items
 and reason its role's check gives. Nothing is written: the bodies run in check mode, which writes nothing and
 takes no node lock.
@@ -13,7 +14,8 @@ takes no node lock.
 the controller by the ``fabric_check`` action plugin; ``node_desired.KEYS`` lists them per concern).
 
 ``REGISTRY`` holds one entry per concern: the evaluator and the desired keys it reads. Concerns evaluated by one
-module run (``sysctl`` and ``routing``: ``rail_sysctl``) share an evaluator, which runs once. A concern of
+module run (``sysctl`` and ``routing``: ``rail_sysctl``; ``pcie_link`` and ``gpudirect_rdma``: ``fabric_health``)
+share an evaluator, which runs once. A concern of
 ``concerns.CONCERNS`` without an entry fails a unit test; to add one, write its module body as ``run(module,
 sysroot)`` in module_utils and register it here.
 
@@ -37,8 +39,12 @@ from ansible_collections.gpufabric.node.plugins.module_utils import (
     acs_task,
     cmdline_task,
     dcb_task,
+    ecn_task,
     facts_task,
+    health_task,
+    mtu_task,
     nccl_task,
+    nfs_mounts_task,
     persist_task,
     rail_task,
     rdma_cm_task,
@@ -49,6 +55,9 @@ from ansible_collections.gpufabric.node.plugins.module_utils.task_host import Lo
 # the task names of playbooks/tasks/concerns.yml whose failures the node's result reports
 DISCOVERY_TASK = "Discover GPUs, rails, PCIe paths, IOMMU, driver, Fabric Manager, nvidia-fs"
 SCHEMA = "gpufabric.check/v1"
+# the roles' task names that the failure of a concern module is recorded under (concern_error)
+ECN_TASK = "ECN/DCQCN on the lossless priority of every rail (NP, RP, CNP DSCP and priority)"
+HEALTH_TASK = "Check the PCIe links on the GPU<->NIC paths and the GPUDirect RDMA mechanism"
 
 
 class Context(object):
@@ -105,15 +114,14 @@ class Context(object):
         return self.discover().get("architecture") or platform.machine()
 
 
-def _failed(names, e):
-    """Statuses of ``names`` when their module body failed: the module's own error status where it gave one
-    (as the roles record it), else ``error`` with the message."""
+def _failed(names, e, task=None):
+    """Statuses of ``names`` when their module body failed in the role's task ``task``, as the role ends up
+    recording them: the module's own status where its failed result gave one (the role's rescue records
+    ``concern_error``, then its export step lays the registered result's ``concerns`` over it), else what the
+    rescue recorded (``concerns.task_error``: ``error`` with the message and per-object results, naming the task)."""
     own = e.result.get("concerns") or {}
-    out = {}
-    for n in names:
-        doc = own.get(n)
-        out[n] = model.normalize(n, doc) if isinstance(doc, dict) else model.error(n, e.result.get("msg"))
-    return out
+    return dict((n, model.normalize(n, own[n]) if isinstance(own.get(n), dict) else model.task_error(e.result, n, task))
+                for n in names)
 
 
 # ---- evaluators: one per module run, each mirrors its role's tasks ---------------------------------------------
@@ -129,7 +137,7 @@ def _cmdline(ctx):
         params = {"present": present, "absent": absent, "bootloader": d["iommu_bootloader"]}
         res = ctx.task("kernel_cmdline", cmdline_task, params)
     except TaskFailed as e:
-        return _failed(["cmdline"], e)
+        return _failed(["cmdline"], e, "Ensure the IOMMU kernel arguments for the next boot")
     ctx.reboot["cmdline"] = bool(res.get("reboot_required"))
     return dict(res["concerns"])
 
@@ -139,7 +147,7 @@ def _acs(ctx):
     try:
         res = ctx.task("pcie_acs", acs_task, nd.acs_params(d))
     except TaskFailed as e:
-        return _failed(["acs"], e)
+        return _failed(["acs"], e, "Clear ACS redirection on the GPU<->NIC path bridges")
     docs = [res["concerns"]["acs"]]
     cmd = None
     if d["pcie_acs_persist"] == "kernel_cmdline" and res.get("kernel_arg") is not None:
@@ -169,7 +177,7 @@ def _dcb(ctx):
     try:
         res = ctx.task("dcb_qos", dcb_task, nd.dcb_params(ctx.desired, dcb_rails))
     except TaskFailed as e:
-        return _failed(["dcb"], e)
+        return _failed(["dcb"], e, "DCB on every rail (trust, DSCP to priority, PFC)")
     return dict(res["concerns"])
 
 
@@ -181,7 +189,7 @@ def _rdma_cm(ctx):
         res = ctx.task("rdma_cm_tos", rdma_cm_task, nd.rdma_cm_params(ctx.desired, rails),
                        mutually_exclusive=rdma_cm_task.MUTUALLY_EXCLUSIVE, required_one_of=rdma_cm_task.REQUIRED_ONE_OF)
     except TaskFailed as e:
-        return _failed(["rdma_cm"], e)
+        return _failed(["rdma_cm"], e, "Default rdma_cm ToS on every RDMA device of the rails")
     return dict(res["concerns"])
 
 
@@ -192,7 +200,53 @@ def _rail_network(ctx):
     try:
         res = ctx.task("rail_sysctl", rail_task, nd.rail_network_params(ctx.desired, rails))
     except TaskFailed as e:
-        return _failed(["sysctl", "routing"], e)
+        return _failed(["sysctl", "routing"], e, "ARP and rp_filter sysctls (and policy routing) for the rails")
+    return dict(res["concerns"])
+
+
+def _ecn(ctx):
+    """roce_ecn on the DCB rails, when the role manages ECN/DCQCN (roce_qos_dcqcn) and there are rails."""
+    d = ctx.desired
+    rails, dcb_rails = nd.roce_qos_rails(d, ctx.pairing())
+    if not rails:
+        return _no_rails(["ecn"], d["__roce_qos_no_rails"])
+    if not nd.truthy(d["roce_qos_dcqcn"]):
+        return {"ecn": model.status(model.NOT_APPLICABLE, d["__roce_qos_ecn_off_reason"])}
+    try:
+        res = ctx.task("roce_ecn", ecn_task, nd.ecn_params(d, dcb_rails))
+    except TaskFailed as e:
+        return _failed(["ecn"], e, ECN_TASK)
+    return dict(res["concerns"])
+
+
+def _mtu(ctx):
+    rails = nd.rails(ctx.desired["rail_network_rails"], ctx.pairing())
+    if not rails:
+        return _no_rails(["mtu"], ctx.desired["__rail_network_no_rails"])
+    try:
+        res = ctx.task("rail_mtu", mtu_task, nd.mtu_params(ctx.desired, rails))
+    except TaskFailed as e:
+        return _failed(["mtu"], e, "MTU of the rails, live and where their owner keeps it")
+    return dict(res["concerns"])
+
+
+def _nfs_mounts(ctx):
+    try:
+        res = ctx.task("nfs_mounts", nfs_mounts_task, nd.nfs_mounts_params(ctx.desired))
+    except TaskFailed as e:
+        return _failed(["nfs_mounts"], e, "Mount the storage volumes over RDMA")
+    return dict(res["concerns"])
+
+
+def _fabric_health(ctx):
+    """fabric_health (read-only) for pcie_link and gpudirect_rdma. The module discovers the node itself (subsets
+    pci, rails, gpu_driver); the play's discovery is the same code on the same node, so it is handed over when
+    it succeeded and the body discovers only when it did not."""
+    facts = None if ctx.discovery_failed else ctx.discover()
+    try:
+        res = ctx.task("fabric_health", health_task, nd.fabric_health_params(ctx.desired), facts=facts)
+    except TaskFailed as e:
+        return _failed(["pcie_link", "gpudirect_rdma"], e, HEALTH_TASK)
     return dict(res["concerns"])
 
 
@@ -203,7 +257,7 @@ def _nccl(ctx):
     try:
         res = ctx.task("nccl_config", nccl_task, nd.nccl_params(ctx.desired, rails))
     except TaskFailed as e:
-        return _failed(["nccl"], e)
+        return _failed(["nccl"], e, "Write the NCCL defaults")
     return dict(res["concerns"])
 
 
@@ -211,7 +265,7 @@ def _persistence(ctx):
     try:
         res = ctx.task("fabric_persist", persist_task, nd.persistence_params(ctx.desired))
     except TaskFailed as e:
-        return _failed(["persistence"], e)
+        return _failed(["persistence"], e, "Install the boot-time applier")
     return dict(res["concerns"])
 
 
@@ -234,8 +288,13 @@ REGISTRY = {
     "rdma_cm": entry(_rdma_cm, nd.KEYS["rdma_cm"]),
     "sysctl": entry(_rail_network, nd.KEYS["sysctl"]),
     "routing": entry(_rail_network, nd.KEYS["routing"]),
+    "ecn": entry(_ecn, nd.KEYS["ecn"]),
+    "mtu": entry(_mtu, nd.KEYS["mtu"]),
     "nccl": entry(_nccl, nd.KEYS["nccl"]),
     "persistence": entry(_persistence, nd.KEYS["persistence"]),
+    "nfs_mounts": entry(_nfs_mounts, nd.KEYS["nfs_mounts"]),
+    "pcie_link": entry(_fabric_health, nd.KEYS["pcie_link"]),
+    "gpudirect_rdma": entry(_fabric_health, nd.KEYS["gpudirect_rdma"]),
     # the two proofs move data (a counted GDS transfer, an NFS mount): a read-only check cannot make them
     "gds": entry(_proof("gds", "GPUDirect Storage transfer"), ()),
     "vendor_client": entry(_proof("vendor_client", "vendor NFS client proof"), ()),

@@ -22,6 +22,8 @@ __metaclass__ = type
 
 import re
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 # the role variables (and role vars tables) each concern's check reads
 KEYS = {
     "cmdline": ("iommu_mode", "iommu_extra_kernel_args", "iommu_absent_kernel_args", "iommu_bootloader",
@@ -29,12 +31,19 @@ KEYS = {
     "acs": ("pcie_acs_clear", "pcie_acs_pairs", "pcie_acs_endpoints", "pcie_acs_bridges", "pcie_acs_persist",
             "pcie_acs_bootloader"),
     "dcb": ("roce_qos_rails", "roce_qos_dscp", "roce_qos_priority", "roce_qos_dscp_map", "roce_qos_pfc_priorities",
-            "roce_qos_trust", "roce_qos_ets", "roce_qos_ecn", "roce_qos_tos", "__roce_qos_no_rails"),
+            "roce_qos_trust", "roce_qos_dcbx", "roce_qos_ets", "roce_qos_ecn", "roce_qos_tos", "__roce_qos_no_rails"),
     "rdma_cm": ("roce_qos_rails", "roce_qos_dscp", "roce_qos_priority", "roce_qos_dscp_map",
                 "roce_qos_pfc_priorities", "roce_qos_trust", "roce_qos_ecn", "roce_qos_tos", "__roce_qos_no_rails"),
     "sysctl": ("rail_network_rails", "rail_network_arp_ignore", "rail_network_arp_announce", "rail_network_rp_filter",
                "rail_network_routing", "rail_network_routing_table_base", "rail_network_routing_rule_priority",
                "rail_network_routing_gateways", "__rail_network_no_rails"),
+    "ecn": ("roce_qos_rails", "roce_qos_dcqcn", "roce_qos_priority", "roce_qos_cnp_dscp", "roce_qos_cnp_priority",
+            "__roce_qos_no_rails", "__roce_qos_ecn_off_reason"),
+    "mtu": ("rail_network_rails", "rail_network_mtu", "rail_network_mtu_persist", "__rail_network_no_rails"),
+    "nfs_mounts": ("storage_mounts_volumes", "storage_mounts_vendor_client", "storage_mounts_unit_dir",
+                   "storage_mounts_after_units", "storage_mounts_before_units"),
+    "pcie_link": ("fabric_health_gpu_idle_speed", "fabric_health_slot_limited", "fabric_health_gpudirect_mechanism",
+                  "fabric_health_nccl_log"),
     "nccl": ("nccl_rails", "nccl_conf_path", "nccl_ib_tc", "nccl_ib_gid_index", "nccl_ib_fifo_tc",
              "nccl_socket_ifname", "nccl_extra_vars", "__nccl_no_rails"),
     "persistence": ("persistence_state", "persistence_python", "persistence_lib_dir", "persistence_script",
@@ -44,11 +53,13 @@ KEYS = {
                     "persistence_evidence_filename", "persistence_evidence_script"),
 }
 KEYS["routing"] = KEYS["sysctl"]
+KEYS["gpudirect_rdma"] = KEYS["pcie_link"]  # one fabric_health run evaluates both
 # what playbooks/tasks/concerns.yml checks for contradictions before any role runs (conflict_vars)
 CONFLICT_KEYS = ("roce_qos_trust", "roce_qos_dscp_map", "roce_qos_pfc_priorities", "roce_qos_dscp",
                  "roce_qos_priority", "roce_qos_ecn", "roce_qos_tos", "nccl_ib_tc", "nccl_ib_fifo_tc")
 # the constant tables and messages of roles/<role>/vars/main.yml the checks read (no Jinja in them)
-ROLE_VARS = {"iommu": ("__iommu_arch_map", "__iommu_mode_args"), "roce_qos": ("__roce_qos_no_rails",),
+ROLE_VARS = {"iommu": ("__iommu_arch_map", "__iommu_mode_args"),
+             "roce_qos": ("__roce_qos_no_rails", "__roce_qos_ecn_off_reason"),
              "rail_network": ("__rail_network_no_rails",), "nccl": ("__nccl_no_rails",)}
 
 
@@ -144,7 +155,18 @@ def dscp_map(d):
 
 def dcb_params(d, dcb_rails):
     return _omit_empty({"rails": dcb_rails, "dscp_map": dscp_map(d), "pfc_priorities": d["roce_qos_pfc_priorities"],
-                        "trust": d["roce_qos_trust"]}, ets=d["roce_qos_ets"])
+                        "trust": d["roce_qos_trust"], "dcbx": d["roce_qos_dcbx"]}, ets=d["roce_qos_ets"])
+
+
+def ecn_params(d, dcb_rails):
+    """roce_ecn as the role calls it: on the DCB rails (the physical ports of a RoCE LAG), the lossless priority."""
+    return {"rails": dcb_rails, "priority": _int(d["roce_qos_priority"]), "cnp_dscp": d["roce_qos_cnp_dscp"],
+            "cnp_priority": d["roce_qos_cnp_priority"]}
+
+
+def truthy(value):
+    """The ``bool`` filter the roles' conditions use: a boolean, or a string such as yes/on/true/1."""
+    return boolean(value, strict=False)
 
 
 def rdma_cm_params(d, rails_):
@@ -157,6 +179,22 @@ def rail_network_params(d, rails_):
               "routing_gateways"):
         p[k] = d["rail_network_" + k]
     return p
+
+
+def mtu_params(d, rails_):
+    return {"rails": rails_, "mtu": d["rail_network_mtu"], "persist": d["rail_network_mtu_persist"]}
+
+
+def nfs_mounts_params(d):
+    keys = ("volumes", "vendor_client", "unit_dir", "after_units", "before_units")
+    return dict((k, d["storage_mounts_" + k]) for k in keys)
+
+
+def fabric_health_params(d):
+    return _omit_empty({"pcie_link": {"gpu_idle_speed": d["fabric_health_gpu_idle_speed"],
+                                      "slot_limited": d["fabric_health_slot_limited"]},
+                        "gpudirect_rdma": {"mechanism": d["fabric_health_gpudirect_mechanism"]}},
+                       nccl_log=d["fabric_health_nccl_log"])
 
 
 def nccl_params(d, rails_):

@@ -16,8 +16,10 @@ description:
   - Discovers the node once (what M(gpufabric.node.gpufabric_facts) reports) and evaluates every concern of the
     collection's concern list with the code of the concern modules (M(gpufabric.node.kernel_cmdline),
     M(gpufabric.node.pcie_acs), M(gpufabric.node.dcb_qos), M(gpufabric.node.rdma_cm_tos),
-    M(gpufabric.node.rail_sysctl), M(gpufabric.node.nccl_config), M(gpufabric.node.fabric_persist)) in check mode,
-    with the options the roles pass them. Each concern gets the status, reason and items its role's check gives.
+    M(gpufabric.node.roce_ecn), M(gpufabric.node.rail_sysctl), M(gpufabric.node.rail_mtu),
+    M(gpufabric.node.nccl_config), M(gpufabric.node.fabric_persist), M(gpufabric.node.nfs_mounts),
+    M(gpufabric.node.fabric_health)) in check mode, with the options the roles pass them. Each concern gets the
+    status, reason and items its role's check gives.
   - The desired state is the roles' variables, resolved once on the controller by the action plugin (every role's
     C(defaults/main.yml) overlaid with the host's variables and templated, plus the constant tables of the roles'
     C(vars/main.yml) the checks read). O(desired) replaces that document when given.

@@ -114,53 +114,14 @@ warnings_found:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as C
-from ansible_collections.gpufabric.node.plugins.module_utils import gpudirect, inputs, nccl_log, pcie_link, topology
+from ansible_collections.gpufabric.node.plugins.module_utils import health_task, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
-
-MAX_LOG = 16 * 1024 * 1024
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            pcie_link=dict(type="dict", default={}, options=dict(
-                gpu_idle_speed=dict(type="str", choices=["ignore", "check"], default="ignore"),
-                slot_limited=dict(type="str", choices=["drift", "ok"], default="drift"))),
-            gpudirect_rdma=dict(type="dict", default={}, options=dict(
-                mechanism=dict(type="str", choices=["any", "dmabuf", "nvidia_peermem"], default="any"))),
-            nccl_log=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=health_task.ARGUMENT_SPEC, supports_check_mode=True)
     inputs.guard(module)
-    sr = Sysroot()
-    try:
-        facts = topology.discover(sr, ["pci", "rails", "gpu_driver"])
-        link_doc = pcie_link.check(sr, module.params["pcie_link"], facts=facts)
-        gdr_doc = gpudirect.check(sr, module.params["gpudirect_rdma"], facts)
-    except (OSError, IOError, ValueError) as e:
-        msg = "fabric health check failed: %s" % e
-        module.fail_json(msg=msg, concerns={"pcie_link": C.error("pcie_link", msg),
-                                            "gpudirect_rdma": C.error("gpudirect_rdma", msg)})
-    links = link_doc.pop("links", [])
-    mech = gdr_doc.pop("gpudirect", {})
-    result = dict(changed=False, concerns={"pcie_link": link_doc, "gpudirect_rdma": gdr_doc}, links=links,
-                  gpudirect=mech)
-    found = pcie_link.warnings(links) + ([mech["warning"]] if mech.get("warning") else [])
-    path = module.params["nccl_log"]
-    if path:
-        try:
-            with open(path, "rb") as f:
-                result["nccl"] = nccl_log.parse(f.read(MAX_LOG))
-        except (OSError, IOError) as e:
-            module.fail_json(msg="cannot read the NCCL log %s: %s" % (path, e), **result)
-        if result["nccl"]["verdict"]["gpudirect_rdma"] in ("no", "partial"):
-            found.append("NCCL log %s: %s" % (path, result["nccl"]["verdict"]["summary"]))
-    for w in found:
-        module.warn(w)
-    result["warnings_found"] = found
-    module.exit_json(**result)
+    module.exit_json(**health_task.run(module, Sysroot()))
 
 
 if __name__ == "__main__":

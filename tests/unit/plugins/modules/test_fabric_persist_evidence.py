@@ -148,7 +148,7 @@ def test_install_idempotent_and_the_file_follows_the_node(node, monkeypatch):
     # the node changes, no Ansible runs: a GPU link trains down, the NIC sends CNPs, a GDS proof is recorded
     rail = manifest["rails"][0]
     hw = os.path.join(root, "sys/class/infiniband", rail["ibdev"], "ports/1/hw_counters")
-    os.makedirs(hw)
+    os.makedirs(hw, exist_ok=True)  # the simulator gives mlx5 ports hw_counters/
     with open(os.path.join(hw, "np_cnp_sent"), "w") as f:
         f.write("1234\n")
     gpu = sorted(d[0] for d in evidence.path_devices(topology.discover(Sysroot(root))) if d[1] == "gpu")[0]
@@ -161,7 +161,8 @@ def test_install_idempotent_and_the_file_follows_the_node(node, monkeypatch):
     degraded = dict((dict(k)["device"], v) for k, v in m["gpufabric_pcie_link_below_capability"].items())
     assert degraded[gpu] == 1.0 and sum(degraded.values()) == 1.0
     assert dict((dict(k)["counter"], v) for k, v in m["gpufabric_rdma_port_congestion_total"].items()
-                if dict(k)["device"] == rail["ibdev"]) == {"np_cnp_sent": 1234.0}
+                if dict(k)["device"] == rail["ibdev"]) == {"np_cnp_sent": 1234.0, "np_ecn_marked_roce_packets": 0.0,
+                                                           "rp_cnp_handled": 0.0, "rp_cnp_ignored": 0.0}
     assert m["gpufabric_evidence_timestamp_seconds"][frozenset()] >= t0
 
 

@@ -16,9 +16,11 @@ import pytest
 import desired_doc
 from gpufabric_sim import runtime as sim_runtime
 from modrunner import run_module
+from mtu_kernel import Kernel
 from test_check_mode_all import template  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils import mtu_task
 from ansible_collections.gpufabric.node.plugins.module_utils import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils import node_desired as nd
 from ansible_collections.gpufabric.node.plugins.module_utils.task_host import LocalRunner
@@ -39,6 +41,11 @@ def node(template, tmp_path, monkeypatch):  # noqa: F811
         os.chmod(path, 0o755)
     monkeypatch.setenv("GPUFABRIC_SYSROOT", root)
     monkeypatch.setenv("PATH", bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"))
+    # the rails' netdevs for ip link / ibv_devinfo (the tree has no network namespace): at 1500, as they boot
+    rails = template[1]["rails"]
+    kernel = Kernel(dict((r["netdev"], {}) for r in rails), ports=dict(((r["ibdev"], 1), (r["netdev"], 4096))
+                                                                       for r in rails))
+    monkeypatch.setattr(mtu_task, "make_runner", lambda module: kernel)
     return {"root": root, "manifest": template[1], "desired": desired_doc.resolve({"inventory_hostname": "ap1"})}
 
 
@@ -61,6 +68,10 @@ def _module_params(node):
         ("nccl_config", ["nccl"], nd.nccl_params(d, nd.rails(d["nccl_rails"], facts["pairing"]))),
         ("fabric_persist", ["persistence"], nd.persistence_params(d)),
         ("pcie_acs", ["acs"], nd.acs_params(d)),
+        ("roce_ecn", ["ecn"], nd.ecn_params(d, dcb_rails)),
+        ("rail_mtu", ["mtu"], nd.mtu_params(d, nd.rails(d["rail_network_rails"], facts["pairing"]))),
+        ("nfs_mounts", ["nfs_mounts"], nd.nfs_mounts_params(d)),
+        ("fabric_health", ["pcie_link", "gpudirect_rdma"], nd.fabric_health_params(d)),
     ]
 
 
@@ -81,9 +92,12 @@ def test_every_desired_key_comes_from_the_roles():
     assert "roce_qos_tos" in keys and doc["roce_qos_tos"] == 106
 
 
-# the drifted node as it boots (see test_check_mode_all): every core concern drifts but routing, which is off
+# the drifted node as it boots (see test_check_mode_all): every core concern it manages drifts but routing, which
+# is off; no storage volumes; its links and GPUDirect RDMA mechanism are healthy (idle GPUs are not judged)
 DRIFTED = {"cmdline": model.DRIFT, "acs": model.DRIFT, "dcb": model.DRIFT, "rdma_cm": model.DRIFT,
-           "sysctl": model.DRIFT, "routing": model.NOT_APPLICABLE, "nccl": model.DRIFT, "persistence": model.DRIFT}
+           "ecn": model.DRIFT, "sysctl": model.DRIFT, "routing": model.NOT_APPLICABLE, "mtu": model.DRIFT,
+           "nccl": model.DRIFT, "persistence": model.DRIFT, "nfs_mounts": model.NOT_APPLICABLE,
+           "pcie_link": model.OK, "gpudirect_rdma": model.OK}
 
 
 def test_drifted_node_read_only(node):

@@ -16,7 +16,7 @@ from gpufabric_sim import runtime as sim_runtime
 from modrunner import run_module
 from mtu_kernel import Kernel
 
-from ansible_collections.gpufabric.node.plugins.module_utils import state
+from ansible_collections.gpufabric.node.plugins.module_utils import mtu_task, state
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import rail_mtu
 
@@ -36,7 +36,7 @@ def node(template, tmp_path, monkeypatch):
     ports = dict(((r["ibdev"], 1), (r["netdev"], 4096)) for r in manifest["rails"])
     k = Kernel(dict((r, {}) for r in rails), ports=ports)
     monkeypatch.setenv("GPUFABRIC_SYSROOT", root)
-    monkeypatch.setattr(rail_mtu, "make_runner", lambda module: k)
+    monkeypatch.setattr(mtu_task, "make_runner", lambda module: k)
     return {"root": root, "rails": rails, "kernel": k}
 
 
