@@ -19,6 +19,8 @@ from ansible_collections.gpufabric.node.plugins.module_utils import concerns as 
 from ansible_collections.gpufabric.node.plugins.module_utils import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils import node_desired as nd
 from ansible_collections.gpufabric.node.plugins.module_utils import pcie_link
+from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 NEW = ("ecn", "mtu", "nfs_mounts", "pcie_link", "gpudirect_rdma")
 
@@ -62,7 +64,8 @@ def test_drift_of_the_new_concerns_on_the_drifted_node(node):  # noqa: F811
     res = _check(node, concerns=list(NEW))
     assert _statuses(res) == dict((n, DRIFTED[n]) for n in NEW)
     ecn = res["concerns"]["ecn"]
-    assert set(i["key"] for i in ecn["items"]) == {"np_enable:3", "rp_enable:3"}
+    # the knobs, and the record the boot-time applier re-applies them from (state.json's ecn section)
+    assert set(i["key"] for i in ecn["items"]) == {"np_enable:3", "rp_enable:3", "ecn"}
     rails = [r["netdev"] for r in node["manifest"]["rails"]]
     mtu = dict((i["object"], (i["current"], i["desired"])) for i in res["concerns"]["mtu"]["items"])
     assert dict((r, mtu.get(r)) for r in rails) == dict((r, (1500, 9000)) for r in rails)
@@ -78,6 +81,9 @@ def test_ecn_off_one_rail_only(node):  # noqa: F811
         for point in ("roce_np", "roce_rp"):
             with open(os.path.join(base, r, "ecn", point, "enable", "3"), "w") as f:
                 f.write("1\n")
+    d = node["desired"]
+    _rails, dcb_rails = nd.roce_qos_rails(d, _check(node, concerns=["ecn"])["facts"]["pairing"])
+    state_store.record_with_drift(Sysroot(node["root"]), "ecn", dict(nd.ecn_params(d, dcb_rails)), False)
     assert _check(node, concerns=["ecn"])["concerns"]["ecn"]["status"] == model.OK
     with open(os.path.join(base, rails[1], "ecn", "roce_np", "enable", "3"), "w") as f:
         f.write("0\n")
