@@ -55,9 +55,11 @@ attributes:
     description: The module never changes anything; check mode changes nothing about what it does.
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff; the items of each concern say what differs.
   platform:
     support: full
     platforms: posix
+    description: Linux nodes (sysfs, configfs, iproute2).
   action:
     support: full
     description: The action plugin resolves the desired state on the controller.
@@ -88,7 +90,7 @@ facts:
   returned: always
   type: dict
 warnings:
-  description: Discovery's warnings (M(gpufabric.node.gpufabric_facts) RV(warnings_found)).
+  description: Discovery's warnings (what M(gpufabric.node.gpufabric_facts) returns as C(warnings_found)).
   returned: always
   type: list
   elements: str
