@@ -153,9 +153,11 @@ th,td{border-bottom:1px solid #e3e7eb;padding:4px 8px;text-align:left;vertical-a
 td.long{overflow-wrap:anywhere}table.items td{white-space:nowrap}table.items td.long{white-space:normal}
 th{background:#eef1f4;font-weight:600}
 table.concerns{width:100%}table.concerns td:first-child{width:34%}
-table.fleet{font-size:12px}table.fleet td,table.fleet th{overflow-wrap:normal;padding:3px 5px}
+table.fleet{font-size:12px}table.fleet td,table.fleet th{overflow-wrap:normal;padding:3px 2px}
 table.fleet td:first-child{white-space:nowrap}table.fleet td:first-child .badge{display:block;margin:2px 0 0;width:max-content}
-table.fleet .cs{white-space:normal;text-align:center;font-size:11px;padding:1px 5px}
+table.fleet .cs{white-space:normal;text-align:center;font-size:11px;padding:1px 3px}
+table.fleet th.c{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;vertical-align:bottom;
+padding:5px 3px;font-size:11px}
 td .sub{display:block;color:#5b6875;font-size:11px}
 .bad{color:#a31515;font-weight:600}.good{color:#1b5e20}
 p.bad{font-weight:600;overflow-wrap:anywhere}
@@ -204,9 +206,14 @@ def _short_bdf(bdf):
     return bdf[5:] if bdf.startswith("0000:") else bdf
 
 
-def status_badge(doc, fixed=False):
+# the fleet table's one row per node: 13 concern columns have to fit at 1024 px (the full label is the cell's title)
+SHORT_LABELS = {"not applicable": "n/a", "not checked": "n/c"}
+
+
+def status_badge(doc, fixed=False, short=False):
     label, _detail = cm.describe(doc, fixed)
-    return '<span class="cs cs-%s">%s</span>' % (label.replace(" ", "-"), esc(label))
+    text = SHORT_LABELS.get(label, label) if short else label
+    return '<span class="cs cs-%s">%s</span>' % (label.replace(" ", "-"), esc(text))
 
 
 def verdict_badge(status, short=False):
@@ -325,7 +332,7 @@ def _node_html(host, n):
 def _fleet_table(rep):
     names = [x for x in cm.NAMES if any(x in n["concerns"] for n in rep["nodes"].values())]
     head = '<tr><th>node</th>%s</tr>' % "".join(
-        '<th title="%s">%s</th>' % (esc(cm.TITLES[x]), esc(x)) for x in names)
+        '<th class="c" title="%s">%s</th>' % (esc(cm.TITLES[x]), esc(x)) for x in names)
     rows = []
     for host, n in sorted(rep["nodes"].items()):
         cells = []
@@ -334,10 +341,11 @@ def _fleet_table(rep):
             if doc is None:
                 cells.append("<td>-</td>")
                 continue
-            cells.append('<td title="%s">%s</td>' % (esc(cm.describe(doc)[1]), status_badge(doc)))
+            cells.append('<td title="%s">%s</td>' % (esc(cm.describe(doc)[1]), status_badge(doc, short=True)))
         rows.append('<tr><td><a href="#node-%s">%s</a>%s</td>%s</tr>'
                     % (esc(host), esc(host), verdict_badge(n["status"], short=True), "".join(cells)))
-    return '<div class="scroll"><table class="fleet">%s%s</table></div>' % (head, "".join(rows))
+    legend = '<p class="sub">n/a: not applicable, n/c: not checked; a cell\'s tooltip gives the reason.</p>'
+    return '<div class="scroll"><table class="fleet">%s%s</table></div>%s' % (head, "".join(rows), legend)
 
 
 def to_html(rep):
