@@ -13,7 +13,7 @@ import os
 import pytest
 
 from test_check_mode_all import template  # noqa: F401 pylint: disable=unused-import
-from test_node_check import DRIFTED, _check, node  # noqa: F401 pylint: disable=unused-import
+from test_fabric_check import DRIFTED, _check, node  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
 from ansible_collections.gpufabric.node.plugins.module_utils import node_check
