@@ -12,6 +12,11 @@ export PYTHONPATH := $(BUILD):$(CURDIR)/tests/lab
 export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_FORCE_COLOR ?= 0
 SANITY_VENV := $(CURDIR)/.venv-sanity
+# pytest workers for the unit and integration tiers (pytest-xdist); `make unit WORKERS=0` runs in one process
+WORKERS ?= auto
+# the test tiers write and fsync thousands of small files into throw-away trees; eatmydata (tests/lab/apt-packages.txt)
+# makes those fsyncs no-ops for the test run only, the code under test still calls them
+NOSYNC = $(shell command -v eatmydata 2>/dev/null)
 
 .PHONY: sysdeps-demo sysdeps-test venv link unit integration sanity lint molecule vm compat collection demo test clean
 
@@ -36,11 +41,12 @@ link:
 	@ln -sfn $(CURDIR) $(COLL)
 
 unit: venv link
-	$(BIN)/pytest -q tests/unit
+	$(NOSYNC) $(BIN)/pytest -q -n $(WORKERS) --durations=15 tests/unit
 
-# Tests that need root and network namespaces (the simulated fleet over SSH).
+# Tests that need root and network namespaces (the simulated fleet over SSH). A file's tests stay on one worker
+# (their fleets are module fixtures); fleets of different files share nothing but the sim's port lock.
 integration: venv link
-	$(BIN)/pytest -q tests/integration
+	$(NOSYNC) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile --durations=25 tests/integration
 
 $(SANITY_VENV)/.stamp: requirements.txt
 	$(PY) -m venv $(SANITY_VENV)
@@ -87,8 +93,15 @@ demo: sysdeps-demo venv link
 	$(BIN)/ansible-playbook -i $(SIM)/inventory.yml playbooks/verify.yml
 	@echo "Fleet left running in $(SIM); 'make clean' removes it."
 
-# README command 2: every test tier that runs on a machine without GPUs.
-test: sysdeps-test lint unit collection sanity molecule integration vm compat
+# README command 2: every test tier that runs on a machine without GPUs, one after the other, each with its start
+# time. vm runs before integration: the vendor NFS podman tests then build in the VM lab's builder image
+# (GPUFABRIC_VM_CACHE/podman) instead of debootstrapping one of their own.
+TIERS := lint unit collection sanity molecule vm integration compat
+test: sysdeps-test
+	@start=$$(date +%s); for t in $(TIERS); do \
+	  echo "=== [$$(( $$(date +%s) - start ))s] make $$t"; \
+	  $(MAKE) --no-print-directory $$t || { echo "=== make $$t failed after $$(( $$(date +%s) - start ))s"; exit 1; }; \
+	done; echo "=== [$$(( $$(date +%s) - start ))s] make test: every tier passed"
 
 clean:
 	-$(BIN)/python -m gpufabric_sim destroy --fleet $(SIM) 2>/dev/null
