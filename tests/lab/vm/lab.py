@@ -318,8 +318,8 @@ def push(name, sources, dest, timeout=900):
         proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, check=False)
         if proc.returncode == 0:
             return
-        log('scp to %s:%s failed (try %d of 3): %s' % (name, dest, attempt + 1,
-                                                      proc.stderr.decode('utf-8', 'replace').strip()[-300:]))
+        why = proc.stderr.decode('utf-8', 'replace').strip()[-300:]
+        log('scp to %s:%s failed (try %d of 3): %s' % (name, dest, attempt + 1, why))
         time.sleep(5)
     raise LabError('scp to %s:%s failed: %s' % (name, dest, proc.stderr.decode('utf-8', 'replace')[-1500:]))
 
