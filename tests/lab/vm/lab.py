@@ -311,16 +311,18 @@ def push(name, sources, dest, timeout=900):
     """scp -r SOURCES into DEST of the guest."""
     state = load_state(name)
     # the guest's sshd under TCG on a busy host can take longer than the 5 s the boot poll allows to answer;
-    # a copy is not a poll: give it 30 s to connect and three tries
-    argv = (['scp', '-q', '-r', '-i', state['key'], '-P', str(state['port'])] + SSH_OPTS +
-            ['-o', 'ConnectTimeout=30'] + list(sources) + ['root@127.0.0.1:' + dest])
-    for attempt in range(3):
+    # a copy is not a poll: give it 30 s to connect and three tries. ssh keeps the first value it is given for an
+    # option, so this ConnectTimeout goes before SSH_OPTS' own.
+    argv = (['scp', '-q', '-r', '-i', state['key'], '-P', str(state['port']), '-o', 'ConnectTimeout=30'] +
+            SSH_OPTS + list(sources) + ['root@127.0.0.1:' + dest])
+    for attempt in range(1, 4):
         proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, check=False)
         if proc.returncode == 0:
             return
         why = proc.stderr.decode('utf-8', 'replace').strip()[-300:]
-        log('scp to %s:%s failed (try %d of 3): %s' % (name, dest, attempt + 1, why))
-        time.sleep(5)
+        log('scp to %s:%s failed (try %d of 3): %s' % (name, dest, attempt, why))
+        if attempt < 3:
+            time.sleep(5)
     raise LabError('scp to %s:%s failed: %s' % (name, dest, proc.stderr.decode('utf-8', 'replace')[-1500:]))
 
 
