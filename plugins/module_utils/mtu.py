@@ -18,8 +18,8 @@ right is set directly. A bond's own ``max_mtu`` is ETH_MAX_MTU: the limit is the
 slaves. A VLAN rail cannot exceed its lower device's MTU: a lower device below the MTU is raised first (one above
 it is left alone).
 RDMA ports: mainline sysfs has no MTU attribute under ``/sys/class/infiniband/<dev>/ports/<n>/`` and the rdma
-tool's netlink attributes carry none; ``ibv_devinfo -d <dev> -i <port>`` (rdma-core, ibv_query_port) prints
-``max_mtu`` and ``active_mtu``. A port whose active MTU is below 4096 although its netdev MTU is large enough is
+tool's netlink attributes carry none; ``ibv_devinfo`` (rdma-core, ibv_query_port) prints ``max_mtu`` and
+``active_mtu``: once for every device, then ``-d <dev> -i <port>`` for a port that listing lacks. A port whose active MTU is below 4096 although its netdev MTU is large enough is
 reported: something below the netdev (the port's max MTU, firmware) holds the path MTU down.
 Plain Python: no Ansible imports. This file is private to the collection: no stable API is promised.
 """
@@ -264,29 +264,52 @@ def parse_devinfo(text):
     return out
 
 
+def parse_devinfo_all(text):
+    """{ibdev: {port: {"max_mtu", "active_mtu"}}} from the output of ``ibv_devinfo`` for every device (one
+    ``hca_id:`` block per device; a device it could not open has no block)."""
+    out, name, block = {}, None, []
+    for line in (text or "").splitlines() + ["hca_id:"]:
+        if line.startswith("hca_id:"):
+            if name:
+                out[name] = parse_devinfo("\n".join(block))
+            name, block = line.split(":", 1)[1].strip(), []
+        else:
+            block.append(line)
+    return out
+
+
 def rdma_ports(sysroot, run, rails, netdev_mtu):
     """One entry per RDMA port of the rails: {"rail", "ibdev", "port", "max_mtu", "active_mtu", "expected",
-    "readable", "reason"}; ``expected`` the path MTU the netdev MTU allows (iboe_get_mtu, capped by max_mtu)."""
+    "readable", "reason"}; ``expected`` the path MTU the netdev MTU allows (iboe_get_mtu, capped by max_mtu).
+
+    One ``ibv_devinfo`` lists every device and port; a rail's port it does not show (a device it failed to open)
+    is asked for on its own (``-d DEV -i PORT``), which gives that device's own error."""
     out = []
     known = topology.list_rails(sysroot)
-    for rail in rails:
-        for r in [k for k in known if k.get("netdev") == rail]:
-            entry = {"rail": rail, "ibdev": r["ibdev"], "port": r["port"], "max_mtu": None, "active_mtu": None,
-                     "expected": None, "readable": False, "reason": None}
+    ports = [(rail, r) for rail in rails for r in known if r.get("netdev") == rail]
+    listed, rc, err = {}, 0, ""
+    if ports:
+        rc, text, err = run(["ibv_devinfo"])
+        listed = parse_devinfo_all(text) if rc == 0 else {}
+    for rail, r in ports:
+        entry = {"rail": rail, "ibdev": r["ibdev"], "port": r["port"], "max_mtu": None, "active_mtu": None,
+                 "expected": None, "readable": False, "reason": None}
+        got = listed.get(r["ibdev"], {}).get(r["port"], {})
+        if "active_mtu" not in got and rc != 127:
             rc, text, err = run(["ibv_devinfo", "-d", r["ibdev"], "-i", str(r["port"])])
             got = parse_devinfo(text).get(r["port"], {}) if rc == 0 else {}
-            if "active_mtu" not in got:
-                entry["reason"] = ("ibv_devinfo is not installed (rdma-core's ibverbs-utils)" if rc == 127 else
-                                   "ibv_devinfo -d %s -i %d gave no active_mtu (rc=%d): %s"
-                                   % (r["ibdev"], r["port"], rc, (err or "").strip()[:200]))
-            else:
-                entry.update(readable=True, active_mtu=got["active_mtu"], max_mtu=got.get("max_mtu"))
-                mtu = netdev_mtu.get(rail)
-                exp = iboe_mtu(mtu) if mtu else None
-                if exp is not None and entry["max_mtu"]:
-                    exp = min(exp, entry["max_mtu"])
-                entry["expected"] = exp
-            out.append(entry)
+        if "active_mtu" not in got:
+            entry["reason"] = ("ibv_devinfo is not installed (rdma-core's ibverbs-utils)" if rc == 127 else
+                               "ibv_devinfo -d %s -i %d gave no active_mtu (rc=%d): %s"
+                               % (r["ibdev"], r["port"], rc, (err or "").strip()[:200]))
+        else:
+            entry.update(readable=True, active_mtu=got["active_mtu"], max_mtu=got.get("max_mtu"))
+            mtu = netdev_mtu.get(rail)
+            exp = iboe_mtu(mtu) if mtu else None
+            if exp is not None and entry["max_mtu"]:
+                exp = min(exp, entry["max_mtu"])
+            entry["expected"] = exp
+        out.append(entry)
     return out
 
 

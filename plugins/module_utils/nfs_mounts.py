@@ -242,7 +242,7 @@ def volume(raw, index, vendor_installed):
                               "client refuses the mount" % (what, " and ".join(k for k, _v in ports)))
     opts.extend(ports + more)
     out.update(server=host, export=export, source="%s:%s" % (host, export), vers=vers, port=port,
-               nconnect=nconnect, options=opts, remoteports=raw.get("remoteports") or None,
+               nconnect=nconnect, options=opts, extra_options=more, remoteports=raw.get("remoteports") or None,
                localports=raw.get("localports") or None)
     return out
 

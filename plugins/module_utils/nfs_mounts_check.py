@@ -16,6 +16,9 @@ desired}``):
   for NFSv4.x, ``nfs`` for v3), ``source`` (``server:/export`` as the kernel shows it), the super options
   ``proto`` (``rdma``), ``port``, ``vers`` (a wanted ``4`` accepts any negotiated 4.x), ``nconnect`` (the kernel
   prints it only when it was given) and, when given, ``remoteports``/``localports``;
+- the volume's extra ``options``, each by the state the kernel shows for it (``nfs_mount_options``: ``hard``,
+  ``noatime``, ``timeo=``, ...; key ``option:<name>``); options the kernel keeps no record of, or that this model
+  does not know, are listed in the volume's ``options_not_compared``, never taken as matching;
 - where the vendor client is wanted, ``nfs_client``: the ``sunrpc`` in memory has ``nfs_bundle_version`` (only the
   vendor's bundle has it) and the loaded ``rpcrdma`` has the srcversion recorded for the running kernel in
   ``/etc/gpufabric/vendor_nfs.json``; otherwise the in-tree stack carries the mount (``vendor_nfs_proof`` stage
@@ -43,6 +46,7 @@ import os
 import stat
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, persist
+from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mount_options as mount_options
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import BUNDLE_PARAM, STATE_FILE
 from ansible_collections.gpufabric.node.plugins.module_utils.nfs_mounts import CONCERN, MountInputError, plan
 from ansible_collections.gpufabric.node.plugins.module_utils.nvfs_parse import parse_mountinfo, parse_proc_mounts
@@ -123,12 +127,18 @@ def client_state(sysroot):
             "rpcrdma_srcversion_installed": want, "in_use": in_use}
 
 
-def observe(mounts, path):
-    """What the kernel mounts at ``path`` (the last entry there: the one on top)."""
+def top_entry(mounts, path):
+    """The last mountinfo entry at ``path``: the one on top, what a reader of the path gets (None: nothing)."""
     top = None
     for m in mounts:
         if m["mountpoint"] == path:
             top = m
+    return top
+
+
+def observe(mounts, path):
+    """What the kernel mounts at ``path`` (the last entry there: the one on top)."""
+    top = top_entry(mounts, path)
     if top is None:
         return {"path": path, "mounted": False}
     o = top["options"]
@@ -159,7 +169,8 @@ def _item(obj, key, current, desired):
     return {"concern": CONCERN, "object": obj, "key": key, "current": current, "desired": desired}
 
 
-def mount_items(vol, obs, client, vendor_wanted):
+def mount_items(vol, obs, client, vendor_wanted, entry=None):
+    """The items of one volume's mount; ``entry`` is its mountinfo entry, for the extra options."""
     path = vol["path"]
     if vol["state"] == "absent":
         return [_item(path, "mounted", "mounted", "absent")] if obs["mounted"] else []
@@ -180,6 +191,9 @@ def mount_items(vol, obs, client, vendor_wanted):
             continue   # NFSv4 shows port= only when it is not 2049 (nfs_show_mount_options)
         if cur != want[key]:
             out.append(_item(path, key, cur, want[key]))
+    if entry is not None:
+        for name, cur, desired in mount_options.judge(vol.get("extra_options") or [], entry)[0]:
+            out.append(_item(path, "option:%s" % name, cur, desired))
     if vendor_wanted and client["in_use"] != "vendor":
         out.append(_item(path, "nfs_client", client["in_use"], "vendor"))
     return out
@@ -220,10 +234,12 @@ def survey(sysroot, run, desired, systemctl=None):
     vols, items = [], []
     for v in p["volumes"]:
         obs = observe(mounts, v["path"])
-        mi = mount_items(v, obs, client, p["vendor_wanted"])
+        entry = top_entry(mounts, v["path"])
+        mi = mount_items(v, obs, client, p["vendor_wanted"], entry)
         ui = unit_items(sysroot, run, systemctl, v)
+        unchecked = mount_options.judge(v.get("extra_options") or [], entry)[1] if entry is not None else []
         vols.append(dict(obs, unit=v["unit"], state=v["state"], desired_source=v.get("source"),
-                         ok=not (mi or ui)))
+                         ok=not (mi or ui), options_not_compared=unchecked))
         items.extend(ui + mi)
     return {"plan": p, "client": client, "volumes": vols, "items": items, "mounts_source": source,
             "nfs_mounts": nfs_mounts(mounts)}

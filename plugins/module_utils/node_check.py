@@ -13,6 +13,9 @@ takes no node lock.
 ``desired`` is one document of the roles' variables (their defaults overlaid with the inventory's, resolved once on
 the controller by the ``fabric_check`` action plugin; ``node_desired.KEYS`` lists them per concern).
 
+The bodies share one ``SnapshotRunner``: a read-only query (``dcb ... show``, ``ip ... show``) that two of them make
+with the same arguments runs once per evaluation.
+
 ``REGISTRY`` holds one entry per concern: the evaluator and the desired keys it reads. Concerns evaluated by one
 module run (``sysctl`` and ``routing``: ``rail_sysctl``; ``pcie_link`` and ``gpudirect_rdma``: ``fabric_health``)
 share an evaluator, which runs once. A concern of
@@ -29,6 +32,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import platform
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
@@ -60,13 +64,48 @@ ECN_TASK = "ECN/DCQCN on the lossless priority of every rail (NP, RP, CNP DSCP a
 HEALTH_TASK = "Check the PCIe links on the GPU<->NIC paths and the GPUDirect RDMA mechanism"
 
 
+# read-only queries whose answers one evaluation reuses: command name -> the verb that makes it a query
+SNAPSHOT_QUERIES = {"dcb": "show", "ip": "show"}
+
+
+class SnapshotRunner(object):
+    """The runner of one evaluation: ``runner`` with a repeated read-only query (``dcb ... show``, ``ip ... show``:
+    same argv, same environment) answered from its first run. Every body runs in check mode, so nothing those
+    queries read changes during the evaluation; discovery and the ``dcb`` concern read the same DCBX state, two
+    concerns the same link list. Anything else (a batch file, a command with input) runs every time."""
+
+    def __init__(self, runner):
+        self._runner = runner
+        self._answers = {}
+        self.reused = 0
+
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        return self._runner.get_bin_path(name, required=required, opt_dirs=opt_dirs)
+
+    def run_command(self, args, environ_update=None, check_rc=False, **kw):
+        argv = [str(a) for a in args] if isinstance(args, (list, tuple)) else None
+        verb = SNAPSHOT_QUERIES.get(os.path.basename(argv[0])) if argv else None
+        if verb is None or verb not in argv[1:] or "-b" in argv or "--batch" in argv or kw:
+            return self._runner.run_command(args, environ_update=environ_update, check_rc=check_rc, **kw)
+        key = (tuple(argv), tuple(sorted((environ_update or {}).items())))
+        if key in self._answers:
+            self.reused += 1
+            rc, out, err = self._answers[key]
+        else:
+            rc, out, err = self._answers[key] = self._runner.run_command(args, environ_update=environ_update)
+        if check_rc and rc != 0:
+            # the runner's own failure for this command (AnsibleModule fails the module, LocalRunner raises)
+            return self._runner.run_command(args, environ_update=environ_update, check_rc=True)
+        return rc, out, err
+
+
 class Context(object):
     """What one evaluation shares: the desired state, the node, the runner, discovery (once) and the results."""
 
     def __init__(self, desired, sysroot, runner):
         self.desired = desired
         self.sysroot = sysroot
-        self.runner = runner
+        self.runner = SnapshotRunner(runner)
         self.facts = None
         self.discovery_failed = False
         self.warnings_found = []

@@ -158,7 +158,9 @@ def _unescape_mount(text):
 
 
 def parse_mountinfo(text):
-    """/proc/self/mountinfo -> [{mount_id, mountpoint, root, fstype, source, options: {k: v}}] in file order."""
+    """/proc/self/mountinfo -> [{mount_id, mountpoint, root, fstype, source, options: {k: v}, mount_options}] in
+    file order: ``options`` are the mount's own (field 6) and the superblock's together, ``mount_options`` the
+    mount's own."""
     out = []
     for line in (text or "").splitlines():
         left, sep, right = line.partition(" - ")
@@ -171,7 +173,7 @@ def parse_mountinfo(text):
         opts.update(_options(rf[2] if len(rf) > 2 else ""))
         out.append({"mount_id": int(lf[0]) if lf[0].isdigit() else lf[0], "root": _unescape_mount(lf[3]),
                     "mountpoint": _unescape_mount(lf[4]), "fstype": rf[0], "source": _unescape_mount(rf[1]),
-                    "options": opts})
+                    "options": opts, "mount_options": _options(lf[5])})
     return out
 
 

@@ -62,6 +62,10 @@ options:
           - Further mount options, each C(name) or C(name=value) (no comma, white space, quote, backslash, C(%) or
             control character). C(proto), C(port), C(vers), C(nfsvers), C(nconnect), C(remoteports),
             C(localports) and the like are refused here - use the keys above.
+          - The check reads each one back from the state the kernel shows in mountinfo (C(hard), C(soft),
+            C(noatime), C(timeo=), C(retrans=), C(sec=), C(actimeo=), C(lookupcache=), C(nolock), ...; a C(rsize) or
+            C(wsize) the server lowered is not drift, a larger one is); a mount that shows otherwise is drift on
+            key C(option:<name>) and is mounted again by the fix.
         type: list
         elements: str
         default: []
@@ -141,7 +145,9 @@ EXAMPLES = r"""
 RETURN = r"""
 volumes:
   description: Per volume what mountinfo shows at its path (C(mounted), C(fstype), C(source), C(proto), C(port),
-    C(vers), C(nconnect), C(remoteports), C(localports)), its C(unit), C(state) and whether it is C(ok).
+    C(vers), C(nconnect), C(remoteports), C(localports)), its C(unit), C(state), whether it is C(ok), and
+    C(options_not_compared), the extra options the kernel keeps no record of (C(_netdev), C(x-systemd.*), ...) or
+    that the check does not know; they are checked in the unit file only.
   returned: always
   type: list
   elements: dict

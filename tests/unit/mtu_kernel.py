@@ -2,7 +2,8 @@
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A stand-in for the kernel's netdev MTU handling, reached the way the collection reaches it: ``ip -d -j link show``
-(iproute2's JSON keys), ``ip link set dev X mtu N``, ``ibv_devinfo -d DEV -i PORT`` and ``nmcli``.
+(iproute2's JSON keys), ``ip link set dev X mtu N``, ``ibv_devinfo`` (all devices, or ``-d DEV -i PORT``) and
+``nmcli``.
 
 Modelled on the kernel: ``dev_set_mtu`` refuses below ``min_mtu`` / above ``max_mtu`` (``Error: mtu greater than
 device maximum.``) and does nothing for the MTU a device already has; ``bond_change_mtu`` sets every slave and
@@ -106,14 +107,20 @@ class Kernel(object):
         return 1, "", "unexpected ip %s" % " ".join(args)
 
     def devinfo(self, args):
+        """``ibv_devinfo -d DEV -i PORT``, or with no arguments every device and port, one hca_id block each."""
+        if not args:
+            return 0, "\n".join(self._devinfo_block(d, p) for d, p in sorted(self.ports)), ""
         dev, port = args[1], int(args[3])
         if (dev, port) not in self.ports:
             return 255, "", "IB device '%s' wasn't found" % dev
+        return 0, self._devinfo_block(dev, port), ""
+
+    def _devinfo_block(self, dev, port):
         netdev, max_mtu = self.ports[(dev, port)]
         active = min(iboe(self.links[netdev]["mtu"]), max_mtu)
-        return 0, ("hca_id:\t%s\n\ttransport:\t\t\tInfiniBand (0)\n\t\tport:\t%d\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n"
-                   "\t\t\tmax_mtu:\t\t%d (%d)\n\t\t\tactive_mtu:\t\t%d (%d)\n\t\t\tlink_layer:\t\tEthernet\n"
-                   % (dev, port, max_mtu, IB_ENUM[max_mtu], active, IB_ENUM[active])), ""
+        return ("hca_id:\t%s\n\ttransport:\t\t\tInfiniBand (0)\n\t\tport:\t%d\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n"
+                "\t\t\tmax_mtu:\t\t%d (%d)\n\t\t\tactive_mtu:\t\t%d (%d)\n\t\t\tlink_layer:\t\tEthernet\n"
+                % (dev, port, max_mtu, IB_ENUM[max_mtu], active, IB_ENUM[active]))
 
     def nmcli(self, args):
         nm = self.nm

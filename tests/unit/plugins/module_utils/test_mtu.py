@@ -11,7 +11,8 @@ from hypothesis import given, strategies as st
 
 from mtu_kernel import Kernel
 
-from ansible_collections.gpufabric.node.plugins.module_utils import mtu
+from ansible_collections.gpufabric.node.plugins.module_utils import mtu, topology
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 
 @pytest.mark.parametrize("value, ok", [
@@ -176,6 +177,52 @@ def test_parse_devinfo_per_port():
     assert mtu.parse_devinfo(DEVINFO) == {1: {"max_mtu": 4096, "active_mtu": 1024},
                                           2: {"max_mtu": 2048, "active_mtu": 2048}}
     assert mtu.parse_devinfo("") == {}
+
+
+def test_parse_devinfo_all_devices():
+    two = DEVINFO + "\n" + DEVINFO.replace("mlx5_0", "mlx5_1").replace("1024 (3)", "4096 (5)")
+    assert mtu.parse_devinfo_all(two) == {"mlx5_0": {1: {"max_mtu": 4096, "active_mtu": 1024},
+                                                     2: {"max_mtu": 2048, "active_mtu": 2048}},
+                                          "mlx5_1": {1: {"max_mtu": 4096, "active_mtu": 4096},
+                                                     2: {"max_mtu": 2048, "active_mtu": 2048}}}
+    assert mtu.parse_devinfo_all("") == {}
+
+
+def _rails_tree(tmp_path, devs):
+    for i, dev in enumerate(devs):
+        port = tmp_path / "sys/class/infiniband" / dev / "ports/1"
+        (port / "gid_attrs/ndevs").mkdir(parents=True)
+        (port / "gid_attrs/ndevs/0").write_text("ens%d\n" % (i + 1))
+        (tmp_path / "sys/class/net" / ("ens%d" % (i + 1))).mkdir(parents=True)
+    return Sysroot(str(tmp_path))
+
+
+def test_rdma_ports_list_every_device_once_and_ask_for_a_missing_one(tmp_path):
+    """One ibv_devinfo for all the rails; a device the listing lacks (it failed to open) is asked for alone."""
+    sr = _rails_tree(tmp_path, ["mlx5_0", "mlx5_1"])
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        if argv == ["ibv_devinfo"]:
+            return 0, DEVINFO.replace("1024 (3)", "4096 (5)"), "Failed to open device mlx5_1\n"
+        if argv[1:3] == ["-d", "mlx5_1"]:
+            return 255, "", "Failed to open device\n"
+        raise AssertionError(argv)
+
+    assert sorted(r["netdev"] for r in topology.list_rails(sr)) == ["ens1", "ens2"]
+    ports = mtu.rdma_ports(sr, run, ["ens1", "ens2"], {"ens1": 9000, "ens2": 9000})
+    assert calls == [["ibv_devinfo"], ["ibv_devinfo", "-d", "mlx5_1", "-i", "1"]]
+    assert ports[0]["readable"] and ports[0]["active_mtu"] == 4096 and ports[0]["expected"] == 4096
+    assert not ports[1]["readable"] and "rc=255" in ports[1]["reason"] and "mlx5_1" in ports[1]["reason"]
+
+
+def test_rdma_ports_without_ibv_devinfo_say_so_once(tmp_path):
+    sr = _rails_tree(tmp_path, ["mlx5_0", "mlx5_1"])
+    calls = []
+    ports = mtu.rdma_ports(sr, lambda argv: calls.append(argv) or (127, "", ""), ["ens1", "ens2"], {})
+    assert calls in ([["ibv_devinfo"]], [])
+    assert all("not installed" in p["reason"] for p in ports)
 
 
 @pytest.mark.parametrize("netdev_mtu, active, max_mtu, flagged", [

@@ -109,6 +109,64 @@ def test_drifted_node_read_only(node):
     assert res["schema"] == node_check.SCHEMA
 
 
+class CountingRunner(LocalRunner):
+    def __init__(self):
+        self.argvs = []
+
+    def run_command(self, args, environ_update=None, check_rc=False, **kw):
+        self.argvs.append([os.path.basename(args[0])] + list(args[1:]))
+        return super(CountingRunner, self).run_command(args, environ_update, check_rc, **kw)
+
+
+def test_one_evaluation_asks_each_read_only_query_once(node):
+    """Discovery and the dcb concern read the same DCBX state: one dcb process per query and rail, not two."""
+    runner = CountingRunner()
+    res = node_check.evaluate(node["desired"], node["root"], runner)
+    assert dict((n, d["status"]) for n, d in res["concerns"].items()) == DRIFTED
+    shows = [tuple(a) for a in runner.argvs if a[0] in node_check.SNAPSHOT_QUERIES and "show" in a]
+    assert shows and len(shows) == len(set(shows)), sorted(shows)
+    assert any(a[:3] == ["dcb", "-j", "dcbx"] for a in runner.argvs)
+
+
+@pytest.mark.parametrize("argv,reused", [
+    (["dcb", "-j", "app", "show", "dev", "ens1"], True),
+    (["ip", "-d", "-j", "link", "show"], True),
+    (["dcb", "-j", "-b", "/tmp/x.batch"], False),          # a batch reads a file that may differ
+    (["dcb", "app", "add", "dev", "ens1", "dscp-prio", "26:3"], False),
+    (["systemctl", "is-enabled", "x.service"], False),
+])
+def test_snapshot_runner_reuses_only_read_only_queries(argv, reused):
+    calls = []
+
+    class Fake(object):
+        def run_command(self, args, environ_update=None, check_rc=False, **kw):
+            calls.append(list(args))
+            return 0, "answer %d" % len(calls), ""
+
+        def get_bin_path(self, name, required=False, opt_dirs=None):
+            return "/usr/sbin/" + name
+
+    r = node_check.SnapshotRunner(Fake())
+    first = r.run_command(argv)
+    second = r.run_command(argv)
+    assert len(calls) == (1 if reused else 2) and (first == second) == reused
+    assert r.run_command(argv, environ_update={"LC_ALL": "C"}) and len(calls) == (2 if reused else 3)
+    assert r.get_bin_path("dcb") == "/usr/sbin/dcb"
+
+
+def test_snapshot_runner_keeps_the_runners_failure_for_check_rc():
+    class Failing(object):
+        def run_command(self, args, environ_update=None, check_rc=False, **kw):
+            if check_rc:
+                raise RuntimeError("%s failed" % args[0])
+            return 1, "", "Attribute not found"
+
+    r = node_check.SnapshotRunner(Failing())
+    assert r.run_command(["dcb", "-j", "pfc", "show", "dev", "x"]) == (1, "", "Attribute not found")
+    with pytest.raises(RuntimeError, match="dcb failed"):
+        r.run_command(["dcb", "-j", "pfc", "show", "dev", "x"], check_rc=True)
+
+
 def test_same_answers_as_each_module_in_check_mode(node, monkeypatch):
     res = _check(node)
     for name, names, params in _module_params(node):
