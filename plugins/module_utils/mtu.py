@@ -19,8 +19,9 @@ slaves. A VLAN rail cannot exceed its lower device's MTU: a lower device below t
 it is left alone).
 RDMA ports: mainline sysfs has no MTU attribute under ``/sys/class/infiniband/<dev>/ports/<n>/`` and the rdma
 tool's netlink attributes carry none; ``ibv_devinfo`` (rdma-core, ibv_query_port) prints ``max_mtu`` and
-``active_mtu``: once for every device, then ``-d <dev> -i <port>`` for a port that listing lacks. A port whose active MTU is below 4096 although its netdev MTU is large enough is
-reported: something below the netdev (the port's max MTU, firmware) holds the path MTU down.
+``active_mtu``: once for every device, then ``-d <dev> -i <port>`` for a port that listing lacks. A port whose
+active MTU is below 4096 although its netdev MTU is large enough is reported: something below the netdev (the
+port's max MTU, firmware) holds the path MTU down.
 Plain Python: no Ansible imports. This file is private to the collection: no stable API is promised.
 """
 
