@@ -288,15 +288,16 @@ def rdma_ports(sysroot, run, rails, netdev_mtu):
     out = []
     known = topology.list_rails(sysroot)
     ports = [(rail, r) for rail in rails for r in known if r.get("netdev") == rail]
-    listed, rc, err = {}, 0, ""
+    listed, listing_rc = {}, 0
     if ports:
-        rc, text, err = run(["ibv_devinfo"])
-        listed = parse_devinfo_all(text) if rc == 0 else {}
+        listing_rc, text, _err = run(["ibv_devinfo"])
+        listed = parse_devinfo_all(text) if listing_rc == 0 else {}
     for rail, r in ports:
         entry = {"rail": rail, "ibdev": r["ibdev"], "port": r["port"], "max_mtu": None, "active_mtu": None,
                  "expected": None, "readable": False, "reason": None}
         got = listed.get(r["ibdev"], {}).get(r["port"], {})
-        if "active_mtu" not in got and rc != 127:
+        rc, err = listing_rc, ""
+        if "active_mtu" not in got and listing_rc != 127:
             rc, text, err = run(["ibv_devinfo", "-d", r["ibdev"], "-i", str(r["port"])])
             got = parse_devinfo(text).get(r["port"], {}) if rc == 0 else {}
         if "active_mtu" not in got:

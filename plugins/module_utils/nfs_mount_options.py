@@ -36,7 +36,8 @@ __metaclass__ = type
 VFS_MOUNT = {
     "nosuid": ("nosuid", True), "suid": ("nosuid", False), "nodev": ("nodev", True), "dev": ("nodev", False),
     "noexec": ("noexec", True), "exec": ("noexec", False),
-    "nodiratime": ("nodiratime", True), "diratime": ("nodiratime", False), "nosymfollow": ("nosymfollow", True), "symfollow": ("nosymfollow", False),
+    "nodiratime": ("nodiratime", True), "diratime": ("nodiratime", False), "nosymfollow": ("nosymfollow", True),
+    "symfollow": ("nosymfollow", False),
 }
 VFS_SB = {
     "sync": ("sync", True), "async": ("sync", False), "dirsync": ("dirsync", True), "mand": ("mand", True),
@@ -73,34 +74,28 @@ NOT_RECORDED = frozenset((
 ))
 
 
-def _one(name, value, mount, ro_field):
+def _one(name, value, mount):
     """(current, desired) when the mount shows otherwise, None when it shows the option, "not_compared" else."""
     opts = mount.get("options") or {}
     mnt = mount.get("mount_options") if mount.get("mount_options") is not None else opts
     desired = name if value is None else "%s=%s" % (name, value)
     if name in ("ro", "rw") and value is None:
-        cur = "ro" if ro_field.get("ro") else "rw"
+        cur = "ro" if mnt.get("ro") else "rw"
         return None if cur == name else (cur, desired)
-    if value is None and name in VFS_MOUNT:
-        flag, on = VFS_MOUNT[name]
-        shown = flag in mnt
-        return None if shown == on else (flag if shown else "absent", desired)
     if value is None and name in ("noatime", "relatime", "strictatime"):
         cur = "noatime" if "noatime" in mnt else ("relatime" if "relatime" in mnt else "strictatime")
         return None if cur == name else (cur, desired)
-    if value is None and name in VFS_SB:
-        flag, on = VFS_SB[name]
-        shown = flag in opts
-        return None if shown == on else (flag if shown else "absent", desired)
+    # a flag shown only when set: the mount's own in field 6, the superblock's and NFS's in the super options
+    for table, field in ((VFS_MOUNT, mnt), (VFS_SB, opts), (NFS_FLAGS, opts)):
+        if value is None and name in table:
+            flag, on = table[name]
+            shown = flag in field
+            return None if shown == on else (flag if shown else "absent", desired)
     if value is None and name in ("hard", "soft", "softerr"):
         cur = "softerr" if "softerr" in opts else ("soft" if "soft" in opts else ("hard" if "hard" in opts else None))
         if cur is None:
             return "not_compared"
         return None if cur == name else (cur, desired)
-    if value is None and name in NFS_FLAGS:
-        flag, on = NFS_FLAGS[name]
-        shown = flag in opts
-        return None if shown == on else (flag if shown else "absent", desired)
     if value is not None and name in ALWAYS_SHOWN:
         cur = opts.get(name)
         if not isinstance(cur, str):
@@ -155,7 +150,7 @@ def _group(name):
 def _expand(extra):
     """The options as the kernel's parser leaves them, read left to right: of the options that set one thing the
     last wins; ``actimeo`` is the four times it sets; ``defaults`` is what it means to the kernel (rw, suid, dev,
-    exec, async); ``hard`` also clears ``softreval``; ``lock``/``nolock`` decide ``local_lock`` whatever their
+    exec, async); ``hard`` also clears ``softreval`` and ``softerr`` sets it; ``lock``/``nolock`` decide ``local_lock`` whatever their
     place (nfs_try_mount_request), so a ``local_lock=`` beside them is not what the mount gets."""
     out, noatime, strict, atime_given = {}, False, False, False
 
@@ -177,7 +172,9 @@ def _expand(extra):
             for k in ("rw", "suid", "dev", "exec", "async"):
                 put(k, None)
         else:
-            if n == "hard" and value is None and out.get("flag:softreval") == ("softreval", None):
+            # hard clears softreval and softerr sets it (fs_context.c): an earlier softreval/nosoftreval is undone
+            undone = {"hard": ("softreval", None), "softerr": ("nosoftreval", None)}.get(n)
+            if value is None and undone and out.get("flag:softreval") == undone:
                 out.pop("flag:softreval")
             put(n, value)
     if atime_given:
@@ -191,7 +188,6 @@ def _expand(extra):
 def judge(extra, mount):
     """(items, not_compared) for the volume's extra options ``extra`` [(name, value or None)] on ``mount``."""
     items = []
-    ro_field = mount.get("mount_options") if mount.get("mount_options") is not None else (mount.get("options") or {})
     wanted, overridden = _expand(extra)
     unknown = [n if v is None else "%s=%s" % (n, v) for n, v in overridden]
     for name, value in wanted:
@@ -199,7 +195,7 @@ def judge(extra, mount):
         if name in NOT_RECORDED or name.startswith("x-"):
             unknown.append(text)
             continue
-        res = _one(name, value, mount, ro_field)
+        res = _one(name, value, mount)
         if res == "not_compared":
             unknown.append(text)
         elif res is not None:

@@ -136,9 +136,11 @@ def top_entry(mounts, path):
     return top
 
 
-def observe(mounts, path):
-    """What the kernel mounts at ``path`` (the last entry there: the one on top)."""
-    top = top_entry(mounts, path)
+def observe(mounts, path, top=False):
+    """What the kernel mounts at ``path`` (the last entry there: the one on top; ``top``: that entry, when the caller
+    has looked it up)."""
+    if top is False:
+        top = top_entry(mounts, path)
     if top is None:
         return {"path": path, "mounted": False}
     o = top["options"]
@@ -169,8 +171,9 @@ def _item(obj, key, current, desired):
     return {"concern": CONCERN, "object": obj, "key": key, "current": current, "desired": desired}
 
 
-def mount_items(vol, obs, client, vendor_wanted, entry=None):
-    """The items of one volume's mount; ``entry`` is its mountinfo entry, for the extra options."""
+def mount_items(vol, obs, client, vendor_wanted, option_items=()):
+    """The items of one volume's mount; ``option_items`` are its extra options the mount shows otherwise
+    (``nfs_mount_options.judge``)."""
     path = vol["path"]
     if vol["state"] == "absent":
         return [_item(path, "mounted", "mounted", "absent")] if obs["mounted"] else []
@@ -191,9 +194,7 @@ def mount_items(vol, obs, client, vendor_wanted, entry=None):
             continue   # NFSv4 shows port= only when it is not 2049 (nfs_show_mount_options)
         if cur != want[key]:
             out.append(_item(path, key, cur, want[key]))
-    if entry is not None:
-        for name, cur, desired in mount_options.judge(vol.get("extra_options") or [], entry)[0]:
-            out.append(_item(path, "option:%s" % name, cur, desired))
+    out.extend(_item(path, "option:%s" % name, cur, desired) for name, cur, desired in option_items)
     if vendor_wanted and client["in_use"] != "vendor":
         out.append(_item(path, "nfs_client", client["in_use"], "vendor"))
     return out
@@ -233,11 +234,12 @@ def survey(sysroot, run, desired, systemctl=None):
     mounts, source = (read_mounts(sysroot) if p["volumes"] else ([], None))
     vols, items = [], []
     for v in p["volumes"]:
-        obs = observe(mounts, v["path"])
         entry = top_entry(mounts, v["path"])
-        mi = mount_items(v, obs, client, p["vendor_wanted"], entry)
+        obs = observe(mounts, v["path"], entry)
+        differ, unchecked = (mount_options.judge(v.get("extra_options") or [], entry) if entry is not None
+                             else ([], []))
+        mi = mount_items(v, obs, client, p["vendor_wanted"], differ)
         ui = unit_items(sysroot, run, systemctl, v)
-        unchecked = mount_options.judge(v.get("extra_options") or [], entry)[1] if entry is not None else []
         vols.append(dict(obs, unit=v["unit"], state=v["state"], desired_source=v.get("source"),
                          ok=not (mi or ui), options_not_compared=unchecked))
         items.extend(ui + mi)

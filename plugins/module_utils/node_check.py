@@ -72,12 +72,12 @@ class SnapshotRunner(object):
     """The runner of one evaluation: ``runner`` with a repeated read-only query (``dcb ... show``, ``ip ... show``:
     same argv, same environment) answered from its first run. Every body runs in check mode, so nothing those
     queries read changes during the evaluation; discovery and the ``dcb`` concern read the same DCBX state, two
-    concerns the same link list. Anything else (a batch file, a command with input) runs every time."""
+    concerns the same link list. Anything else (a batch file, a command with input or ``check_rc``, whose failure is
+    the runner's own) runs every time."""
 
     def __init__(self, runner):
         self._runner = runner
         self._answers = {}
-        self.reused = 0
 
     def get_bin_path(self, name, required=False, opt_dirs=None):
         return self._runner.get_bin_path(name, required=required, opt_dirs=opt_dirs)
@@ -85,18 +85,12 @@ class SnapshotRunner(object):
     def run_command(self, args, environ_update=None, check_rc=False, **kw):
         argv = [str(a) for a in args] if isinstance(args, (list, tuple)) else None
         verb = SNAPSHOT_QUERIES.get(os.path.basename(argv[0])) if argv else None
-        if verb is None or verb not in argv[1:] or "-b" in argv or "--batch" in argv or kw:
+        if verb is None or verb not in argv[1:] or "-b" in argv or "--batch" in argv or check_rc or kw:
             return self._runner.run_command(args, environ_update=environ_update, check_rc=check_rc, **kw)
         key = (tuple(argv), tuple(sorted((environ_update or {}).items())))
-        if key in self._answers:
-            self.reused += 1
-            rc, out, err = self._answers[key]
-        else:
-            rc, out, err = self._answers[key] = self._runner.run_command(args, environ_update=environ_update)
-        if check_rc and rc != 0:
-            # the runner's own failure for this command (AnsibleModule fails the module, LocalRunner raises)
-            return self._runner.run_command(args, environ_update=environ_update, check_rc=True)
-        return rc, out, err
+        if key not in self._answers:
+            self._answers[key] = self._runner.run_command(args, environ_update=environ_update)
+        return self._answers[key]
 
 
 class Context(object):

@@ -133,6 +133,15 @@ def nfs_line(mount_id, path, source, vers, proto="rdma", port=20049, nconnect=No
         mount_id, mount_id, path, mnt, mount_id, "nfs" if vers == "3" else "nfs4", source, sup, extra)
 
 
+def new_node(tmp_path):
+    """A Node below ``tmp_path``/root with the running kernel's release (the nfs_mounts tests' fixture)."""
+    root = str(tmp_path / "root")
+    os.makedirs(os.path.join(root, "proc/sys/kernel"))
+    with open(os.path.join(root, "proc/sys/kernel/osrelease"), "w") as f:
+        f.write("6.1.0-28-amd64\n")
+    return Node(root)
+
+
 class Node(object):
     def __init__(self, root, lines=""):
         self.root = root

@@ -4,12 +4,11 @@ kernel keeps and prints mount options as fs/nfs and fs/proc_namespace.c do (test
 model of the kernel, written apart from the one under test)."""
 from __future__ import absolute_import, division, print_function
 
-import os
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from nfs_kernel import Node, nfs_line
+from nfs_kernel import new_node, nfs_line
 
 from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mount_options as mo
 from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts as nm
@@ -115,6 +114,12 @@ def test_noac_makes_the_attribute_times_uncomparable():
     assert judge(["noac", "acregmin=10"]) == ([], ["acregmin=10"])
 
 
+def test_hard_clears_softreval_and_softerr_sets_it():
+    assert judge(["softreval", "hard"]) == ([], [])
+    assert judge(["nosoftreval", "softerr"]) == ([], [])
+    assert judge(["softerr", "nosoftreval"]) == ([], [])
+
+
 def test_lock_and_nolock_decide_local_lock_wherever_they_are():
     assert judge(["nolock", "local_lock=flock"]) == ([], ["local_lock=flock"])
     assert judge(["local_lock=flock", "nolock"], ["nolock"]) == ([], ["local_lock=flock"])
@@ -156,11 +161,7 @@ def test_any_option_list_reads_back_from_the_mount_it_made(opts):
 
 @pytest.fixture
 def node(tmp_path):
-    root = str(tmp_path / "root")
-    os.makedirs(os.path.join(root, "proc/sys/kernel"))
-    with open(os.path.join(root, "proc/sys/kernel/osrelease"), "w") as f:
-        f.write("6.1.0-28-amd64\n")
-    return Node(root)
+    return new_node(tmp_path)
 
 
 def apply(node, check_mode, vol):

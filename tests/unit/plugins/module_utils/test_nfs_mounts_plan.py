@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from nfs_kernel import Node, nfs_line
+from nfs_kernel import new_node, nfs_line
 
 from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts as nm
 from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts_check as check
@@ -152,11 +152,7 @@ def test_rendered_unit():
 
 @pytest.fixture
 def node(tmp_path):
-    root = str(tmp_path / "root")
-    os.makedirs(os.path.join(root, "proc/sys/kernel"))
-    with open(os.path.join(root, "proc/sys/kernel/osrelease"), "w") as f:
-        f.write("6.1.0-28-amd64\n")
-    return Node(root)
+    return new_node(tmp_path)
 
 
 def converged(node, vol=None, line=None):
