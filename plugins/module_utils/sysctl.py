@@ -42,6 +42,9 @@ MEANING = {
     ("rp_filter", 2): "loose reverse-path filter",
 }
 _IFNAME_BAD = re.compile(r"[/:\s]")
+# legal in a kernel interface name, but not nameable in a sysctl.d key: '=' ends the key, and systemd-sysctl and
+# procps sysctl both read a key with '*', '?' or '[' as a glob (``r[1]`` would set ``r1``): refused
+_SYSCTL_D_BAD = re.compile(r"[=*?\[]")
 
 HEADER = """\
 # Managed by the gpufabric.node collection (module gpufabric.node.rail_sysctl).
@@ -66,6 +69,9 @@ def validate_ifname(name):
         raise ValueError("interface name %r is not a legal Linux interface name" % name)
     if name in ("all", "default"):
         raise ValueError("%r is not a rail: 'all' and 'default' are always managed" % name)
+    if _SYSCTL_D_BAD.search(name):
+        raise ValueError("interface name %r cannot be written in a sysctl.d file: '=' ends the key and '*', '?' "
+                         "or '[' make it a glob that sets other interfaces (rename the rail)" % name)
     return name
 
 

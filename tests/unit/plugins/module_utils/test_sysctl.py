@@ -142,6 +142,10 @@ BAD = [
     ("duplicate rail", ["ens1np0", "ens1np0"], {}, ValueError, "listed twice"),
     ("illegal name", ["ens1/np0"], {}, ValueError, "not a legal Linux interface name"),
     ("too long", ["a" * 16], {}, ValueError, "longer than 15"),
+    # legal kernel names that sysctl.d cannot name (systemd-sysctl and sysctl -p, test_consumers_sysctl.py)
+    ("= ends the sysctl.d key", ["ens1=np0"], {}, ValueError, "cannot be written in a sysctl.d file"),
+    ("glob [ sets another rail", ["ens[1]np0"], {}, ValueError, "make it a glob"),
+    ("glob * sets every rail", ["ens*"], {}, ValueError, "make it a glob"),
     ("all is not a rail", ["all"], {}, ValueError, "not a rail"),
     ("no rails", [], {}, ValueError, "at least one"),
     ("rail without ipv4 conf", ["ens3np0"], {}, sysctl.SysctlError, "ens3np0 does not exist"),
