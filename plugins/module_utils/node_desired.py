@@ -13,7 +13,8 @@ The functions mirror the roles' Jinja: ``rails`` is ``__<role>_rails`` (the role
 GPUs), ``iommu_args`` is ``__iommu_present``/``__iommu_absent``, ``*_params`` are the module options of the roles'
 tasks (an option the task omits is left out). The equivalence test of the one-call check holds them to the roles.
 
-Plain Python: no Ansible imports (the evidence timer runs it on the node). This file is private to the collection: no stable API is promised.
+Plain Python: no Ansible imports (the evidence timer runs it on the node).
+This file is private to the collection: no stable API is promised.
 """
 
 from __future__ import absolute_import, division, print_function

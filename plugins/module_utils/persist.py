@@ -4,10 +4,10 @@
 """What ``fabric_persist`` installs for the boot-time applier, how the node differs from it, and the fix.
 
 The installed applier is: the script ``gpufabric-apply``, its library (a copy of the module_utils of
-``node_payload.NODE_PAYLOAD`` below ``lib_dir``), the oneshot unit ``gpufabric-apply.service`` (enabled), the template ``gpufabric-apply@.service``, the
-udev rule that starts it on every RDMA device ``add``, and the state it applies (``/etc/gpufabric``, written by the
-modules). :class:`Installer` compares the node with that and returns one drift item per difference
-(``{concern: persistence, object, key, current, desired}``):
+``node_payload.NODE_PAYLOAD`` below ``lib_dir``), the oneshot unit ``gpufabric-apply.service`` (enabled), the
+template ``gpufabric-apply@.service``, the udev rule that starts it on every RDMA device ``add``, and the state it
+applies (``/etc/gpufabric``, written by the modules). :class:`Installer` compares the node with that and returns
+one drift item per difference (``{concern: persistence, object, key, current, desired}``):
 
 - ``content`` of a file (sha256 prefix, ``missing``; ``present`` for a file that should not be there);
 - ``mode`` and ``owner`` of a file or directory (anything root runs at boot is owned by 0:0 and not writable by

@@ -7,7 +7,8 @@
 (``node_check``) with a ``task_host.TaskModule`` in check mode. It returns the module's result;
 ``module.fail_json`` ends it on failure.
 
-Plain Python: no Ansible imports (the evidence timer runs it on the node). This file is private to the collection: no stable API is promised.
+Plain Python: no Ansible imports (the evidence timer runs it on the node).
+This file is private to the collection: no stable API is promised.
 """
 
 from __future__ import absolute_import, division, print_function
