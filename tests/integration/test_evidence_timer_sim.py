@@ -5,13 +5,17 @@
 action plugin resolving the desired state from the roles' defaults) installs gpufabric-evidence.timer, enabled
 and started; its service, started on the node as the timer would start it (the simulator never elapses a timer),
 writes the textfile, which prometheus_client's parser accepts; a change on the node with no Ansible run shows in
-the next run's file."""
+the next run's file. Then, as a user does it: provision.yml with persistence_evidence=true, and one start of the
+service writes the textfile that promtool accepts, all with the node's Python, which cannot import ansible."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -26,6 +30,8 @@ pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
 NODE = "ev1"
 PROM = "/var/lib/node_exporter/textfile_collector/gpufabric.prom"
 HW = "/sys/class/infiniband/mlx5_0/ports/1/hw_counters"
+SCRIPT = "/usr/local/sbin/gpufabric-evidence"
+PROMTOOL = shutil.which("promtool")
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +83,43 @@ def test_timer_installed_and_its_file_follows_the_node(fleet):
                if dict(k)["counter"] == "np_cnp_sent")
     # the simulator gives every mlx5 port hw_counters at 0: only the one that counted CNPs changed
     assert cnp["mlx5_0"] == 77.0 and not any(v for dev, v in cnp.items() if dev != "mlx5_0"), cnp
+
+
+def promtool(path):
+    if PROMTOOL is None:
+        if os.environ.get("CI"):
+            pytest.fail("promtool is not installed (Debian prometheus, tests/lab/apt-packages.txt)")
+        pytest.skip("promtool is not installed (Debian prometheus, tests/lab/apt-packages.txt)")
+    with open(path) as f:
+        return subprocess.run([PROMTOOL, "check", "metrics"], stdin=f, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              universal_newlines=True, check=False)
+
+
+def test_provision_with_evidence_on_a_node_python_without_ansible(fleet, tmp_path):
+    with open(os.path.join(fleet.path, "fleet.json")) as f:
+        python = json.load(f)["node_python"]
+    # the node's Python (ansible_python_interpreter, the modules' and the installed scripts' interpreter)
+    probe = fleet.sh(NODE, "%s -c 'import ansible'" % python, check=False)
+    assert probe.returncode == 1 and "No module named 'ansible'" in probe.stderr, probe
+    rc, out = fleet.playbook("provision.yml", "-l", NODE, "-e", "persistence_evidence=true")
+    assert rc == 0, out[-4000:]
+    with open(os.path.join(fleet.root(NODE), SCRIPT.lstrip("/"))) as f:
+        assert f.readline() == "#!%s\n" % python
+    prom = os.path.join(fleet.root(NODE), PROM.lstrip("/"))
+    os.unlink(prom)
+    fleet.sh(NODE, "systemctl start gpufabric-evidence.service")
+    log = fleet.sh(NODE, "cat $GPUFABRIC_SYSROOT/var/log/gpufabric-sim/gpufabric-evidence.service.log",
+                   check=False).stdout
+    assert os.path.exists(prom) and "Traceback" not in log, log
+    m = samples(fleet)
+    assert m["gpufabric_evidence_desired_state"] == {frozenset(): 1.0}
+    status = dict((dict(k)["concern"], dict(k)["status"]) for k, v in m["gpufabric_concern_status"].items() if v)
+    assert status["persistence"] == "ok" and status["dcb"] == "ok", (status, log)
+    res = promtool(prom)
+    assert res.returncode == 0, res.stdout
+    # the check can fail: the same file with a sample whose label value is not closed
+    broken = str(tmp_path / "broken.prom")
+    with open(prom) as f, open(broken, "w") as b:
+        b.write(f.read() + "gpufabric_evidence_desired_state{x=\"1} 1\n")
+    res = promtool(broken)
+    assert res.returncode != 0, res.stdout

@@ -17,10 +17,11 @@ def _root(host):
 
 
 def _facts(host):
-    # the fleet's interpreter is a virtualenv of the repository (.venv, or .venv-compat-<minor> for
-    # tests/compat/run.sh); the collection is exposed under the repository's .build
+    # the fleet's interpreter is the nodes' Python (no Ansible, gpufabric_sim.runtime.make_node_python); the
+    # collection's module_utils are plain Python, exposed under the repository's .build
     py = host.ansible.get_variables()["ansible_python_interpreter"]
-    build = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY") or py.rsplit("/.venv", 1)[0], ".build")
+    repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
+    build = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY") or repo, ".build")
     out = host.check_output(
         "%s -c 'import json,sys; sys.path.insert(0, \"%s\"); "
         "from ansible_collections.gpufabric.node.plugins.module_utils import topology; "

@@ -12,6 +12,9 @@ A fleet is a directory::
     <fleet>/id_ed25519[.pub]      the fleet's login key; ssh_host_ed25519_key: the host key of every sshd
     <fleet>/configfs-watch.pid    the rdma_cm configfs watcher (configfs_watch.py)
     <fleet>/nvfs-proc.pid         the server of every node's /proc/driver/nvidia-fs/modules (nvfs_proc.py)
+    <fleet>/node-python/          the nodes' Python (``ansible_python_interpreter``): a venv of the base
+                                  interpreter without pip or site-packages, so, as on a real node, it cannot
+                                  import ``ansible`` (``make_node_python``)
     <fleet>/<node>/root/          the sysroot (tree.build_tree)
     <fleet>/<node>/bin/           dcb ethtool systemctl udevadm ib_write_bw, and the boot loader's tools:
                                   update-grub grub-mkconfig grub2-mkconfig grubby (bootloader grub/grubby),
@@ -133,6 +136,30 @@ def run(argv, input_text=None, check=True, env=None):
     if check and p.returncode != 0:
         raise SimError("%s failed (rc=%d): %s" % (" ".join(argv[:6]), p.returncode, p.stderr.strip()))
     return p
+
+
+# what a node's Python has besides the standard library: its distribution's python3-yaml (netplan needs it) and
+# python3-pyroute2 (the collection's per-rail routing does); never Ansible
+NODE_LIBRARIES = ("yaml", "pyroute2")
+
+
+def make_node_python(fleet, python):
+    """The nodes' Python below ``fleet``: a venv of ``python``'s base interpreter, without pip, without
+    site-packages, with ``NODE_LIBRARIES`` linked in from ``python``'s. SimError when it can import ``ansible``."""
+    path = os.path.join(fleet, "node-python")
+    run([python, "-m", "venv", "--without-pip", path])
+    node = os.path.join(path, "bin", "python3")
+    purelib = run([node, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    where = json.loads(run([python, "-I", "-c", "import importlib.util, json, sys; print(json.dumps(dict((n, "
+                            "importlib.util.find_spec(n).submodule_search_locations[0]) for n in sys.argv[1:])))"]
+                           + list(NODE_LIBRARIES)).stdout)
+    for name in NODE_LIBRARIES:
+        os.symlink(where[name], os.path.join(purelib, name))
+    probe = run([node, "-I", "-c", "import ansible"], check=False)
+    if "No module named 'ansible'" not in probe.stderr:
+        raise SimError("the node Python %s can import ansible (rc=%d): a node's Python has no Ansible"
+                       % (node, probe.returncode))
+    return node
 
 
 def ip_batch(lines, ns=None, check=True, force=False):
@@ -343,7 +370,7 @@ def inventory_data(fleet, data):
             "ansible_ssh_private_key_file": os.path.join(fleet, "id_ed25519"),
             "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
                                        "-o IdentitiesOnly=yes -o LogLevel=ERROR",
-            "ansible_python_interpreter": data["python"],
+            "ansible_python_interpreter": data.get("node_python") or data["python"],
             "gpufabric_sim_topology": n["topology"],
             "gpufabric_sim_bootloader": n.get("bootloader"),
             "gpufabric_sim_root": n["root"],
@@ -919,6 +946,10 @@ def create(fleet, specs, base_port=DEFAULT_BASE_PORT, python=None, bootloader_of
             if not os.path.exists(path):
                 run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path])
         shutil.copyfile(os.path.join(fleet, "id_ed25519.pub"), os.path.join(fleet, "authorized_keys"))
+        t_py = time.time()
+        data["node_python"] = make_node_python(fleet, python)
+        data["node_python_s"] = round(time.time() - t_py, 3)
+        save_fleet(fleet, data)
         ip_batch(["netns add %s" % leaf])
         data["namespaces"].append(leaf)
         save_fleet(fleet, data)

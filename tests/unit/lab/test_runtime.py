@@ -93,7 +93,11 @@ def test_inventory_rendering():
     assert h["ansible_ssh_private_key_file"] == "/f/id_ed25519"
     assert "StrictHostKeyChecking=no" in h["ansible_ssh_common_args"]
     assert "UserKnownHostsFile=/dev/null" in h["ansible_ssh_common_args"]
-    assert h["ansible_python_interpreter"] == "/venv/bin/python"
+    assert h["ansible_python_interpreter"] == "/venv/bin/python"  # a fleet made before node-python
+    with_node_python = dict(FLEET_DATA, node_python="/f/node-python/bin/python3")
+    inv = yaml.safe_load(runtime.render_inventory("/f", with_node_python))
+    assert inv["all"]["children"]["gpufabric_sim"]["hosts"]["sim1"]["ansible_python_interpreter"] == \
+        "/f/node-python/bin/python3"
     assert h["gpufabric_sim_topology"] == "pcie-4gpu-crossnuma"
 
 
@@ -723,3 +727,17 @@ def test_configfs_watcher_process(tmp_path):
     finally:
         p.terminate()
         p.wait(5)
+
+
+def test_node_python_has_no_ansible(tmp_path):
+    """The nodes' Python: the base interpreter in a venv of its own, the node's libraries and not Ansible."""
+    import subprocess
+    import sys
+    py = runtime.make_node_python(str(tmp_path), sys.executable)
+    assert py == str(tmp_path / "node-python" / "bin" / "python3")
+    env = {"PATH": "/usr/bin:/bin"}
+    p = subprocess.run([py, "-c", "import ansible"], stderr=subprocess.PIPE, universal_newlines=True, env=env)
+    assert p.returncode == 1 and "No module named 'ansible'" in p.stderr
+    p = subprocess.run([py, "-c", "import yaml, pyroute2, sys; print(sys.prefix)"], stdout=subprocess.PIPE,
+                       universal_newlines=True, env=env, check=True)
+    assert p.stdout.strip() == str(tmp_path / "node-python")
