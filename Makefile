@@ -18,7 +18,7 @@ WORKERS ?= auto
 # makes those fsyncs no-ops for the test run only, the code under test still calls them
 NOSYNC = $(shell command -v eatmydata 2>/dev/null)
 
-.PHONY: sysdeps-demo sysdeps-test venv link unit integration sanity lint molecule vm compat collection demo test clean
+.PHONY: sysdeps-demo sysdeps-test venv link unit integration sanity lint molecule vm compat collection demo test test-serial clean
 
 # System packages (Debian/Ubuntu, as root: installed when missing; elsewhere: told exactly what to install).
 sysdeps-demo:
@@ -93,15 +93,14 @@ demo: sysdeps-demo venv link
 	$(BIN)/ansible-playbook -i $(SIM)/inventory.yml playbooks/verify.yml
 	@echo "Fleet left running in $(SIM); 'make clean' removes it."
 
-# README command 2: every test tier that runs on a machine without GPUs, one after the other, each with its start
-# time. vm runs before integration: the vendor NFS podman tests then build in the VM lab's builder image
-# (GPUFABRIC_VM_CACHE/podman) instead of debootstrapping one of their own.
-TIERS := lint unit collection sanity molecule vm integration compat
+# README command 2: every test tier that runs on a machine without GPUs (tests/run_tiers.sh): the VM lab in a
+# background lane from the start (its QEMU/TCG guest uses about one core), the others one after the other in the
+# foreground, quick ones first; each tier's start and wall time printed. `make test-serial` runs them one by one.
 test: sysdeps-test
-	@start=$$(date +%s); for t in $(TIERS); do \
-	  echo "=== [$$(( $$(date +%s) - start ))s] make $$t"; \
-	  $(MAKE) --no-print-directory $$t || { echo "=== make $$t failed after $$(( $$(date +%s) - start ))s"; exit 1; }; \
-	done; echo "=== [$$(( $$(date +%s) - start ))s] make test: every tier passed"
+	@MAKE="$(MAKE)" tests/run_tiers.sh
+
+test-serial: sysdeps-test
+	@MAKE="$(MAKE)" tests/run_tiers.sh --serial
 
 clean:
 	-$(BIN)/python -m gpufabric_sim destroy --fleet $(SIM) 2>/dev/null
