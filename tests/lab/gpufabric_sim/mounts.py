@@ -91,8 +91,8 @@ def mount(root, unit, unit_path, sections, route=None):
     """Mount what the unit says; raises MountFailed with the message systemctl prints. Returns the new line."""
     what, where, fstype, options = _mount_values(sections)
     if fstype not in NFS_TYPES or not managed(unit_path):
-        raise MountFailed("the simulated node mounts only the NFS mount units the storage_mounts role writes (%s: "
-                          "Type=%s)" % (unit, fstype or "none"))
+        raise MountFailed("the simulated node cannot mount %s: it mounts only the NFS mount units the "
+                          "storage_mounts role writes (Type=%s)" % (unit, fstype or "none"))
     if where != unit_where(unit):
         raise MountFailed("Where=%s does not match the unit name %s (systemd refuses the unit)" % (where, unit))
     server, sep, export = what.rpartition(":")
