@@ -7,9 +7,10 @@ One simulated fleet with every topology of tests/lab/topologies and every OS the
 and 24.04, Debian 12 and 13, RHEL and Rocky 9.4), and every boot loader kind (grub, grubby, systemd-boot, uki, none),
 provisioned, then the usual drift injected (a DSCP map entry, an ARP sysctl, the rdma_cm ToS, nccl.conf, the
 applier's udev rule, the MTU of one rail, the ECN notification point of one rail; the node with a GPU link trained
-at x8 of x16 drifts in pcie_link, which nothing can fix; a storage volume the simulator does not serve is checked
-on every node). drift.yml by default and with gpufabric_check=roles must report the same statuses, reasons
-and items, concern by concern and node by node. Then fix mode: only the drifted nodes are touched (every other
+at x8 of x16 drifts in pcie_link, which nothing can fix; a storage volume never provisioned is checked on every node
+beside the NFS-over-RDMA volume provision.yml mounted through the storage_mounts role, which the simulated kernel
+shows in mountinfo by its own option rules: that one is ok on both paths). drift.yml by default and with
+gpufabric_check=roles must report the same statuses, reasons and items, concern by concern and node by node. Then fix mode: only the drifted nodes are touched (every other
 node's tree hashes as before), and there only the roles of the drifted concerns run.
 """
 
@@ -43,14 +44,18 @@ NODES = {
     "eq6": ("hgx-h200", "debian", "13", "none"),
     "eq7": ("pcie-4gpu-downtrained", "ubuntu", "24.04", None),
 }
-# a volume the simulated fleet does not serve: the check finds it unmounted and without its unit on every node
+# a volume never provisioned: the check finds it unmounted and without its unit on every node
 VOLUMES = [{"path": "/mnt/eqdata", "server": "10.77.0.10", "export": "/srv/eqdata", "vers": "4.2"}]
+# the volume provision.yml mounts on every node (storage_mounts role): the server on the rail subnet, reachable from
+# every node's namespace (the simulator mounts only what the node can route to)
+SERVED = {"path": "/mnt/eqtrain", "server": "10.100.0.250", "export": "/srv/train", "vers": "4.2", "nconnect": 4}
 
 
 def _topology(d, node, topo, os_id, version):
     with open(os.path.join(TOPOLOGIES, topo + ".yml")) as f:
         raw = yaml.safe_load(f)
     raw.update(name="%s-%s%s" % (topo, os_id, version.replace(".", "")), os=os_id, os_version=version)
+    raw.setdefault("nfs_mounts", [])    # every node shows its mounts (hgx-h200-sriov also has a boot-time one)
     path = os.path.join(d, "%s.yml" % node)
     with open(path, "w") as f:
         yaml.safe_dump(raw, f)
@@ -64,7 +69,7 @@ def fleet(tmp_path_factory):
     f = Fleet(os.path.join(d, "fleet"), nodes, bootloaders=dict((n, b) for n, (_t, _o, _v, b) in NODES.items() if b))
     f.create()
     try:
-        rc, out = f.playbook("provision.yml")
+        rc, out = f.playbook("provision.yml", "-e", json.dumps({"storage_mounts_volumes": [SERVED]}))
         assert rc == 0, out[-4000:]
         yield f
     finally:
@@ -110,7 +115,7 @@ def _concerns(report):
 
 def test_one_call_and_role_check_give_the_same_report(fleet, tmp_path):
     _inject(fleet)
-    vols = "-e", json.dumps({"storage_mounts_volumes": VOLUMES})
+    vols = "-e", json.dumps({"storage_mounts_volumes": [SERVED] + VOLUMES})
     rc1, out1, one = _report(fleet, tmp_path, *vols)
     rc2, out2, roles = _report(fleet, tmp_path, "-e", "gpufabric_check=roles", *vols)
     assert rc1 == rc2 != 0, (out1[-3000:], out2[-3000:])
@@ -129,9 +134,17 @@ def test_one_call_and_role_check_give_the_same_report(fleet, tmp_path):
     assert [(i["object"], i["key"]) for i in one["nodes"]["eq1"]["concerns"]["ecn"]["items"]] == [
         (_rails(fleet, "eq1")[3], "np_enable:3")]
     assert st["eq7"]["pcie_link"] == "drift" and st["eq2"]["pcie_link"] == "ok", (st["eq7"], st["eq2"])
-    # the volume is checked on every node, the same way (the simulated nodes' sysroot has no mountinfo: error)
-    assert len(set(s["nfs_mounts"] for s in st.values())) == 1, st
-    assert st["eq1"]["nfs_mounts"] in ("drift", "error"), st
+    # both volumes are checked on every node, the same way: the provisioned one is ok on both paths (no item names
+    # it), the other is missing
+    assert set(s["nfs_mounts"] for s in st.values()) == {"drift"}, st
+    for host in NODES:
+        for report in (one, roles):
+            items = report["nodes"][host]["concerns"]["nfs_mounts"]["items"]
+            assert items and all("eqdata" in i["object"] for i in items), (host, items)
+    with open(os.path.join(fleet.root("eq3"), "proc/self/mountinfo")) as f:
+        (line,) = [x for x in f if " /mnt/eqtrain " in x]
+    assert line.split(" - ")[1].startswith("nfs4 10.100.0.250:/srv/train rw,vers=4.2,") and \
+        ",proto=rdma,nconnect=4,port=20049," in line and ",clientaddr=10.100." in line, line
     assert set(s["gpudirect_rdma"] for s in st.values()) <= {"ok", "drift"}, st
     # one module execution per node: one task result per node in the check play (PLAY RECAP counts it)
     assert out1.count("fabric_check") >= 1 and "Check (role-based) or fix" in out1
@@ -150,8 +163,9 @@ def test_fix_mode_touches_only_the_drifted_nodes_and_concerns(fleet, tmp_path):
     # the first test's drift fixed (the concerns a fix cannot reach, such as the kernel command line of a boot
     # loader the collection only checks, stay as they are)
     _report(fleet, tmp_path, "-e", "gpufabric_fix=true")
-    _rc, _out, clean = _report(fleet, tmp_path)
+    _rc, _out, clean = _report(fleet, tmp_path, "-e", json.dumps({"storage_mounts_volumes": [SERVED]}))
     assert clean["nodes"]["eq2"]["verdict"]["status"] != "unreachable"
+    assert clean["nodes"]["eq2"]["concerns"]["nfs_mounts"]["status"] == "ok", clean["nodes"]["eq2"]
     assert all(c["status"] in ("ok", "not_applicable") for c in clean["nodes"]["eq2"]["concerns"].values()), clean
     r = _rails(fleet, "eq2")
     fleet.sh("eq2", "sysctl -qw net.ipv4.conf.%s.arp_announce=0" % r[0])

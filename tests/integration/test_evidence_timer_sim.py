@@ -3,9 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The evidence timer on one simulated hgx-h200 node over SSH: fabric_persist (module shipped by AnsiballZ, the
 action plugin resolving the desired state from the roles' defaults) installs gpufabric-evidence.timer, enabled
-and started; its service, started on the node as the timer would start it (the simulator never elapses a timer),
+and started; its service, started on the node as the timer would start it,
 writes the textfile, which prometheus_client's parser accepts; a change on the node with no Ansible run shows in
-the next run's file. Then, as a user does it: provision.yml with persistence_evidence=true, and one start of the
+the next run's file. Then the node's clock is elapsed twice by the timer's interval (``gpufabric_sim elapse``):
+the timer fires each time, as systemd would, and each run rewrites the file.
+Then, as a user does it: provision.yml with persistence_evidence=true, and one start of the
 service writes the textfile that promtool accepts, all with the node's Python, which cannot import ansible."""
 
 from __future__ import absolute_import, division, print_function
@@ -22,7 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fleet import Fleet, why_not  # noqa: E402  pylint: disable=wrong-import-position
+from fleet import Fleet, sim, why_not  # noqa: E402  pylint: disable=wrong-import-position
 
 WHY = why_not()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -83,6 +85,27 @@ def test_timer_installed_and_its_file_follows_the_node(fleet):
                if dict(k)["counter"] == "np_cnp_sent")
     # the simulator gives every mlx5 port hw_counters at 0: only the one that counted CNPs changed
     assert cnp["mlx5_0"] == 77.0 and not any(v for dev, v in cnp.items() if dev != "mlx5_0"), cnp
+
+
+def test_elapsing_the_timer_runs_its_service_each_time(fleet):
+    # the previous test installed and started the timer (OnBootSec=60s, OnUnitActiveSec=60, the default interval)
+    prom = os.path.join(fleet.root(NODE), PROM.lstrip("/"))
+    show = "systemctl show -p LastTriggerUSec --value gpufabric-evidence.timer"
+    before = fleet.sh(NODE, show).stdout.strip()
+    stamps = [os.stat(prom).st_mtime_ns]
+    for _i in range(2):
+        report = json.loads(sim("elapse", "--fleet", fleet.path, "--node", NODE, "--seconds", "60").stdout)
+        assert [(t["timer"], t["unit"], t["rc"]) for t in report["triggered"]] == [
+            ("gpufabric-evidence.timer", "gpufabric-evidence.service", 0)], report
+        stamps.append(os.stat(prom).st_mtime_ns)
+    assert stamps[0] < stamps[1] < stamps[2], stamps
+    assert samples(fleet)["gpufabric_evidence_desired_state"] == {frozenset(): 1.0}
+    after = fleet.sh(NODE, show).stdout.strip()
+    assert before == "n/a" and after != "n/a", (before, after)
+    # stopped, it never fires
+    fleet.sh(NODE, "systemctl stop gpufabric-evidence.timer")
+    report = json.loads(sim("elapse", "--fleet", fleet.path, "--node", NODE, "--seconds", "10min").stdout)
+    assert report["triggered"] == [] and os.stat(prom).st_mtime_ns == stamps[2]
 
 
 def promtool(path):

@@ -490,10 +490,13 @@ def unit_environment(sections, root):
 
 
 def expand_env(argv, env):
-    """$VAR / ${VAR} in arguments, like systemd's Exec expansion (unset variables expand to '')."""
+    """$VAR / ${VAR} in arguments, like systemd's Exec expansion (unset variables expand to ''; ``$$`` is a
+    literal ``$``)."""
     def sub(m):
+        if m.group(0) == "$$":
+            return "$"
         return env.get(m.group(1) or m.group(2), "")
-    return [re.sub(r"\$\{(\w+)\}|\$(\w+)", sub, a) for a in argv]
+    return [re.sub(r"\$\$|\$\{(\w+)\}|\$(\w+)", sub, a) for a in argv]
 
 
 def resolve_executable(root, path):

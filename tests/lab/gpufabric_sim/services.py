@@ -24,8 +24,13 @@ Template units: ``a@b.service`` without a file of its own is an instance of ``a@
 drop-ins, then those of ``a@b.service.d``); specifiers (``%i``, ``%I``, ``%n``, ``%N``, ``%p``,
 ``%P``, ``%m``, ``%H``, ``%t``, ``%%``) are resolved in ``Exec*=``, ``Environment*=`` and
 ``Description=`` of every unit, as systemd does; an unknown specifier fails the start.
-Timer units (``*.timer``) are active once started and inactive once stopped; they never elapse (nothing runs
-their service on its own): a test starts the service to stand for the timer firing.
+Timer units (``*.timer``) are active once started and inactive once stopped; time passes on the node only when
+a test elapses it (``systemctl gpufabric-sim-elapse SECONDS``, a verb of the simulator alone, or
+``timers.elapse``): every started timer's unit is then started each time it falls due (timers.py), and ``show``
+gives NextElapseUSecRealtime / LastTriggerUSec; ``list-timers`` lists them.
+Mount units: ``start`` mounts an NFS unit the storage_mounts role wrote (a line in ``proc/self/mountinfo`` as the
+kernel shows it, mounts.py) and ``stop`` unmounts it; their state follows mountinfo, as systemd's does. Other mount
+units fail to start (no kernel behind the tree can mount them).
 ``--no-block`` is accepted; the job still runs to its end before ``systemctl`` returns, so a
 caller (udev RUN, reregister) sees its effect without polling.
 udevadm verbs: control (--reload), trigger (runs RUN of matching rules for infiniband devices with
@@ -45,7 +50,7 @@ import signal
 import subprocess
 import sys
 
-from gpufabric_sim import bootsim
+from gpufabric_sim import bootsim, mounts, timers
 
 UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "usr/local/lib/systemd/system",
              "usr/lib/systemd/system", "lib/systemd/system")
@@ -328,6 +333,11 @@ class Systemctl(object):
     def _unit_state(self, state, unit):
         u = state["units"].get(unit, {})
         st = u.get("state", "inactive")
+        if unit.endswith(".mount"):
+            path = find_unit(self.root, unit)
+            sec = bootsim.read_unit(path) if path else {}
+            where = dict(sec.get("Mount", [])).get("Where") or mounts.unit_where(unit)
+            return "active" if mounts.mounted(self.root, where) else ("failed" if st == "failed" else "inactive")
         pid = u.get("pid")
         if st == "active" and pid:
             try:
@@ -500,8 +510,24 @@ class Systemctl(object):
                 rc = 0
         return rc
 
+    def _mount(self, state, unit, path):
+        """Mount a mount unit (mounts.py); False (and the unit failed) when it cannot be mounted."""
+        journal(self.root, "systemctl start %s" % unit)
+        try:
+            mounts.mount(self.root, unit, path, read_unit_sections(self.root, unit, path))
+        except (mounts.MountFailed, ValueError, OSError) as e:
+            with self._log(unit) as log:
+                log.write(("%s\n" % e).encode())
+            self.err.write("Job for %s failed: %s\nSee \"/var/log/gpufabric-sim/%s.log\" for details.\n"
+                           % (unit, e, unit))
+            state["units"][unit] = {"state": "failed", "result": "exit-code", "status": 32}
+            return False
+        state["units"][unit] = {"state": "active", "result": "success"}
+        return True
+
     def start(self, units):
         rc = 0
+        timers_started = False
         state = load_state(self.root)
         for unit in units:
             path = find_unit(self.root, unit)
@@ -513,20 +539,26 @@ class Systemctl(object):
                 self.err.write("Failed to start %s: Unit %s not found.\n" % (unit, unit))
                 rc = 5
                 continue
-            if unit.endswith(".mount"):
-                # no kernel behind the tree can mount anything: say so, as a mount that fails would
-                self.err.write("Failed to start %s: the simulated node cannot mount file systems (its "
-                               "proc/self/mountinfo lists what the topology's nfs_mounts give).\n" % unit)
-                rc = 1
-                continue
             self._ensure_loaded(state, unit, path)
             if self._unit_state(state, unit) == "active":
                 continue
+            if unit.endswith(".mount"):
+                if not self._mount(state, unit, path):
+                    rc = 1
+                continue
             journal(self.root, "systemctl start %s" % unit)
             if unit.endswith(".timer"):
-                # a started timer is active (waiting) until stopped; the simulator never elapses it: a test starts
-                # the timer's service itself when it wants the run
-                state["units"][unit] = {"state": "active", "result": "success"}
+                # active (waiting) until stopped; timers.elapse starts its unit when it falls due
+                try:
+                    spec = timers.timer_spec(unit, read_unit_sections(self.root, unit, path), self.err.write)
+                except ValueError as e:
+                    self.err.write("Failed to start %s: %s\n" % (unit, e))
+                    state["units"][unit] = {"state": "failed", "result": "resources"}
+                    rc = 1
+                    continue
+                rec = dict(state["units"].get(unit, {}), state="active", result="success")
+                state["units"][unit] = timers.started(self.root, unit, spec, rec)
+                timers_started = True
                 continue
             try:
                 sec = read_unit_sections(self.root, unit, path)
@@ -542,6 +574,8 @@ class Systemctl(object):
                 rc = 1
                 continue
             result = {"state": "inactive", "result": "success"}
+            # the timestamps OnUnitActiveSec= / OnUnitInactiveSec= count from (no time passes during a run)
+            stamps = {"exit_mono": timers.now(self.root)[1]}
             with self._log(unit) as log:
                 for i, (argv, ignore) in enumerate(cmds):
                     last_main = svc_type != "oneshot" and i == len(cmds) - 1
@@ -562,17 +596,28 @@ class Systemctl(object):
                 else:
                     if svc_type == "oneshot":
                         result = {"state": "active" if remain else "inactive", "result": "success"}
-            state["units"][unit] = result
+            if result["state"] != "active":
+                stamps["enter_mono"] = stamps["exit_mono"]
+            state["units"][unit] = dict(result, **stamps)
             if result["state"] == "failed":
                 self.err.write("Job for %s failed because the control process exited with error code.\n"
                                "See \"%s\" for details.\n" % (unit, "/var/log/gpufabric-sim/%s.log" % unit))
                 rc = 1
         save_state(self.root, state)
+        if timers_started:
+            timers.elapse(self, 0)   # what is due already (OnBootSec= long past) runs at once, as in systemd
         return rc
 
     def stop(self, units):
         state = load_state(self.root)
         for unit in units:
+            if unit.endswith(".mount"):
+                path = find_unit(self.root, unit)
+                sec = read_unit_sections(self.root, unit, path) if path else {}
+                if mounts.unmount(self.root, unit, sec):
+                    journal(self.root, "systemctl stop %s" % unit)
+                state["units"][unit] = {"state": "inactive", "result": "success"}
+                continue
             u = state["units"].get(unit)
             if not u:
                 continue
@@ -582,7 +627,10 @@ class Systemctl(object):
                 except OSError:
                     pass
             journal(self.root, "systemctl stop %s" % unit)
-            state["units"][unit] = {"state": "inactive", "result": "success"}
+            kept = dict((k, u[k]) for k in ("exit_mono", "enter_mono", "triggers") if k in u)
+            if u.get("state") == "active" and not unit.endswith(".timer"):
+                kept["enter_mono"] = timers.now(self.root)[1]
+            state["units"][unit] = dict(kept, state="inactive", result="success")
         save_state(self.root, state)
         return 0
 
@@ -611,6 +659,8 @@ class Systemctl(object):
         else:
             need_reload = "no"
         sub = {"active": "running" if u.get("pid") else "exited", "failed": "failed"}.get(st, "dead")
+        if st == "active" and unit.endswith((".timer", ".mount")):
+            sub = "waiting" if unit.endswith(".timer") else "mounted"
         props = [
             ("Type", bootsim.unit_value(sec, "Service", "Type", "simple") if sec else "simple"),
             ("Id", unit), ("Names", unit),
@@ -622,6 +672,10 @@ class Systemctl(object):
             ("Result", u.get("result", "success")), ("ExecMainStatus", str(u.get("status", 0))),
             ("MainPID", str(u.get("pid", 0)) if st == "active" else "0"),
         ]
+        if path and unit.endswith(".timer"):
+            props += timers.properties(self, unit, path, state)
+        if path and unit.endswith(".mount"):
+            props += [(k, v) for k, v in (sec or {}).get("Mount", []) if k in ("What", "Where", "Type", "Options")]
         return props
 
     def show(self, units, props=None, value_only=False):
@@ -700,6 +754,21 @@ def systemctl_main(argv=None):
     verb, units = words[0], [unit_name(u) for u in words[1:]]
     if verb == "daemon-reload":
         return sc.daemon_reload(units)
+    if verb == "list-timers":
+        return timers.list_timers(sc, sys.stdout)
+    if verb == "gpufabric-sim-elapse":
+        # the simulator's own verb (no systemctl has it): let SECONDS (a systemd time span) pass on the node
+        if len(words) != 2:
+            sys.stderr.write("usage: systemctl gpufabric-sim-elapse SECONDS\n")
+            return 1
+        try:
+            usec = timers.parse_timespan(words[1])
+        except ValueError as e:
+            sys.stderr.write("systemctl (gpufabric-sim): %s\n" % e)
+            return 1
+        report = timers.elapse(sc, usec)
+        sys.stdout.write(json.dumps(report, indent=1, sort_keys=True) + "\n")
+        return 1 if any(t["rc"] for t in report["triggered"]) else 0
     if verb == "show":
         return sc.show(units, props, value_only)
     table = {

@@ -261,8 +261,9 @@ def expand(raw):
     nvfs.setdefault("modules", {})
     nvfs.setdefault("rw_stats_enabled", 0)
     topo["nvidia_fs"] = nvfs
-    # NFS mounts the node has (the simulator cannot mount: proc/self/mountinfo lists them as the kernel would, and
-    # the tree has that file only when the topology names some); each {path, source, fstype, options}
+    # NFS mounts the node has at boot (proc/self/mountinfo lists them as the kernel would; the tree has that file only
+    # when the topology names some, even an empty list; ``systemctl start`` of a storage_mounts unit adds its line,
+    # mounts.py); each {path, source, fstype, options}
     mounts = topo.get("nfs_mounts")
     if mounts is not None:
         if not isinstance(mounts, list):

@@ -555,7 +555,7 @@ class _Builder(object):
         if gdr["peermem"] == "loaded":
             _write(self.p("sys/module/nvidia_peermem/initstate"), "live\n", 0o444)
         if t.get("nfs_mounts") is not None:
-            _write(self.p("proc/self/mountinfo"), mountinfo_text(t["nfs_mounts"]), 0o444)
+            _write(self.p("proc/self/mountinfo"), mountinfo_text(t["nfs_mounts"], self.node_index), 0o444)
         init = t.get("init", "systemd")
         _write(self.p("proc/1/comm"), init + "\n", 0o444)
         if init == "systemd":
@@ -766,17 +766,20 @@ _BASE_MOUNTS = (
 )
 
 
-def mountinfo_text(nfs_mounts):
-    """/proc/self/mountinfo of a host with the base mounts and these NFS mounts, in the kernel's format: the
-    super options of an NFS mount come from the kernel (nfs_show_mount_options), the entry's own string first."""
-    lines = list(_BASE_MOUNTS)
+def base_mountinfo():
+    """The mountinfo of the base mounts alone (a node whose topology names no NFS mount)."""
+    return "\n".join(_BASE_MOUNTS) + "\n"
+
+
+def mountinfo_text(nfs_mounts, node_index=1):
+    """/proc/self/mountinfo of a host with the base mounts and these NFS mounts, in the kernel's format: each line as
+    ``nfs_kernel.mount_line`` writes it (the rules of fs/nfs/super.c), the client address the node's rail 0."""
+    from gpufabric_sim import nfs_kernel
+    text = base_mountinfo()
     for i, m in enumerate(nfs_mounts):
-        addr = m["source"].rsplit(":", 1)[0].strip("[]")
-        opts = "rw,%s,rsize=1048576,wsize=1048576,namlen=255,hard,timeo=600,retrans=2,sec=sys,local_lock=none," \
-               "addr=%s" % (m["options"], addr)
-        lines.append("%d 22 0:%d / %s rw,relatime shared:%d - %s %s %s"
-                     % (100 + i, 60 + i, m["path"].replace(" ", "\\040"), 70 + i, m["fstype"], m["source"], opts))
-    return "\n".join(lines) + "\n"
+        text += nfs_kernel.mount_line(100 + i, m["source"], m["path"], m["fstype"], m["options"],
+                                      clientaddr="10.100.0.%d" % node_index)
+    return text
 
 
 def build_tree(root, topology, node_index=1):

@@ -127,7 +127,12 @@ def test_sim_node_evaluates_from_its_mountinfo(tmp_path):
 
 def test_sim_systemctl_cannot_mount(tmp_path):
     root = sim_node(tmp_path, "rdma")
-    Sysroot(root).write_file_atomic("/etc/systemd/system/" + UNIT, "[Mount]\nWhat=x:/y\nWhere=/mnt/nfs-rdma\n")
+    # a mount unit the collection did not write, at a free mount point: the simulated node cannot mount it (it mounts
+    # the storage_mounts role's NFS units only: tests/unit/lab/test_mounts.py)
+    Sysroot(root).write_file_atomic("/etc/systemd/system/mnt-other.mount", "[Mount]\nWhat=x:/y\nWhere=/mnt/other\n")
     err = io.StringIO()
-    rc = sim_services.Systemctl(root, out=io.StringIO(), err=err).start([UNIT])
-    assert rc == 1 and "cannot mount" in err.getvalue()
+    sc = sim_services.Systemctl(root, out=io.StringIO(), err=err)
+    assert sc.start(["mnt-other.mount"]) == 1 and "cannot mount" in err.getvalue()
+    # what the topology mounted at boot is active (systemd derives mount units from mountinfo): a start is a no-op
+    Sysroot(root).write_file_atomic("/etc/systemd/system/" + UNIT, "[Mount]\nWhat=x:/y\nWhere=/mnt/nfs-rdma\n")
+    assert sc.start([UNIT]) == 0 and sc.is_active([UNIT]) == 0
