@@ -18,7 +18,10 @@ import json
 import os
 import sys
 
+import kubernetes  # in requirements.txt: kubernetes.core needs it
 import pytest
+from ansible_collections.kubernetes.core.plugins.modules import k8s_drain as drain
+from kubernetes.client.rest import ApiException
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -58,8 +61,6 @@ def evict(api, ns, name, grace=None):
 
 def test_budget_refuses_with_the_real_status_over_http():
     """429 TooManyRequests over the wire, as the kubernetes client sees it, with the budget named in the cause."""
-    kubernetes = pytest.importorskip("kubernetes")
-    from kubernetes.client.rest import ApiException
     api = web_api().start()
     try:
         cfg = kubernetes.client.Configuration()
@@ -179,8 +180,6 @@ def test_pods_terminate_after_their_grace_period():
 
 def test_a_drain_leaves_daemonset_and_mirror_pods_alone():
     """kubernetes.core.k8s_drain's own pod filter (kubectl's rules) over what the fake lists for the node."""
-    kubernetes = pytest.importorskip("kubernetes")
-    drain = pytest.importorskip("ansible_collections.kubernetes.core.plugins.modules.k8s_drain")
     api = FakeK8s(nodes={"n1": {}}, pods=[
         ("default", "web-0", "n1", {"labels": {"app": "web"}}),
         ("kube-system", "agent-x", "n1", {"owner": "DaemonSet"}),
