@@ -4,8 +4,11 @@
 """A small fake Kubernetes API server (stdlib http.server on 127.0.0.1, random port) that records requests.
 
 It serves what kubernetes.core's ``k8s_info``/``k8s`` (discovery + nodes get/patch) and ``k8s_drain`` (nodes
-get/patch, pods list/get, evictions) need, plus ``/version``. State: nodes and pods in memory. Evicting a pod
-deletes it; ``fail_evictions`` makes every eviction answer 500 (a drain that cannot finish).
+get/patch, pods list/get/delete, evictions) need, plus ``/version``. State: nodes, pods and PodDisruptionBudgets in
+memory. Pods, budgets and evictions follow the real API's contract (tests/fakes/k8s_pods.py): an eviction answers
+429 while a budget that selects the pod allows no disruption, and a deleted pod terminates over its grace period
+(``grace_scale`` real seconds per second of grace, on ``clock``). ``fail_evictions`` makes every eviction answer 500
+(a drain that cannot finish). Every recorded request carries the ``code`` it was answered with.
 
 It also serves the NVIDIA GPU Operator's ClusterPolicy (``nvidia.com/v1``, cluster-scoped, plural
 ``clusterpolicies``): discovery, get, list, update (PUT, resourceVersion checked) and patch as JSON merge patch,
@@ -23,7 +26,8 @@ comes from its ``node_info``.
 Callables in ``api.hooks`` are called after every stored change of a node or a ClusterPolicy, under the lock, as
 ``hook(api, kind, name, before, after)``; a test models a controller (the GPU Operator) with them.
 
-    api = FakeK8s(nodes={"node1": {"unschedulable": False, "labels": {}}}, pods=[("default", "job-1", "node1")])
+    api = FakeK8s(nodes={"node1": {"unschedulable": False, "labels": {}}}, pods=[("default", "job-1", "node1")],
+                  pdbs=[{"namespace": "default", "name": "job", "match_labels": {"app": "job"}, "min_available": 1}])
     api.start(); api.write_kubeconfig(path); ...; api.requests; api.stop()
 
 Also a CLI for manual use: ``python k8s_api.py --node node1 --pod default/job-1@node1`` prints the URL.
@@ -44,6 +48,9 @@ try:
     from urllib.parse import parse_qs, urlparse
 except ImportError:  # pragma: no cover - Python 2 is not a target of the tests
     raise
+
+from k8s_patch import PatchError, json_patch, merge_patch  # noqa: F401 (re-exported) pylint: disable=import-error
+from k8s_pods import PodsMixin  # pylint: disable=import-error
 
 API_RESOURCES = {
     "kind": "APIResourceList", "groupVersion": "v1",
@@ -91,134 +98,9 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
 
-class PatchError(Exception):
-    """A JSON patch that cannot be applied (the API server answers 422)."""
-
-
-def merge_patch(target, patch):
-    """RFC 7386 JSON merge patch (also what a strategic merge patch of labels/annotations/spec does here)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    if not isinstance(target, dict):
-        target = {}
-    out = dict(target)
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge_patch(out.get(k), v)
-    return out
-
-
-def _pointer(path):
-    """RFC 6901 JSON pointer -> list of reference tokens."""
-    if path == "":
-        return []
-    if not path.startswith("/"):
-        raise PatchError("JSON pointer %r does not start with /" % path)
-    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
-
-
-def _index(container, token, path, allow_end=False):
-    if token == "-" and allow_end:
-        return len(container)
-    if not token.isdigit() or (len(token) > 1 and token.startswith("0")):
-        raise PatchError("%s: %r is not an array index" % (path, token))
-    i = int(token)
-    if i > len(container) or (i == len(container) and not allow_end):
-        raise PatchError("%s: index %d out of range" % (path, i))
-    return i
-
-
-def _parent(doc, path):
-    tokens = _pointer(path)
-    if not tokens:
-        raise PatchError("the operation needs a path below the root")
-    cur = doc
-    for t in tokens[:-1]:
-        if isinstance(cur, dict):
-            if t not in cur:
-                raise PatchError("doc is missing path: %s" % path)
-            cur = cur[t]
-        elif isinstance(cur, list):
-            cur = cur[_index(cur, t, path)]
-        else:
-            raise PatchError("doc is missing path: %s" % path)
-    if not isinstance(cur, (dict, list)):
-        raise PatchError("doc is missing path: %s" % path)
-    return cur, tokens[-1]
-
-
-def _get(doc, path):
-    cur = doc
-    for t in _pointer(path):
-        if isinstance(cur, dict) and t in cur:
-            cur = cur[t]
-        elif isinstance(cur, list):
-            cur = cur[_index(cur, t, path)]
-        else:
-            raise PatchError("doc is missing path: %s" % path)
-    return cur
-
-
-def _remove(doc, path):
-    parent, last = _parent(doc, path)
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError("doc is missing path: %s" % path)
-        return parent.pop(last)
-    return parent.pop(_index(parent, last, path))
-
-
-def _add(doc, path, value):
-    if path == "":
-        return copy.deepcopy(value)
-    parent, last = _parent(doc, path)
-    if isinstance(parent, dict):
-        parent[last] = copy.deepcopy(value)
-    else:
-        parent.insert(_index(parent, last, path, allow_end=True), copy.deepcopy(value))
-    return doc
-
-
-def json_patch(target, ops):
-    """RFC 6902 JSON patch: a new document, or PatchError (nothing of ``target`` is changed)."""
-    if not isinstance(ops, list):
-        raise PatchError("a JSON patch is a list of operations")
-    doc = copy.deepcopy(target)
-    for op in ops:
-        if not isinstance(op, dict) or "op" not in op or "path" not in op:
-            raise PatchError("operation %r lacks op or path" % (op,))
-        kind, path = op["op"], op["path"]
-        if kind in ("add", "replace", "test") and "value" not in op:
-            raise PatchError("%s at %s lacks a value" % (kind, path))
-        if kind == "add":
-            doc = _add(doc, path, op["value"])
-        elif kind == "remove":
-            _remove(doc, path)
-        elif kind == "replace":
-            if path == "":
-                doc = copy.deepcopy(op["value"])
-            else:
-                _remove(doc, path)
-                doc = _add(doc, path, op["value"])
-        elif kind in ("move", "copy"):
-            if "from" not in op:
-                raise PatchError("%s to %s lacks from" % (kind, path))
-            if kind == "move" and (path + "/").startswith(op["from"] + "/"):
-                raise PatchError("cannot move %s into itself" % op["from"])
-            value = _remove(doc, op["from"]) if kind == "move" else copy.deepcopy(_get(doc, op["from"]))
-            doc = _add(doc, path, value)
-        elif kind == "test":
-            if _get(doc, path) != op["value"]:
-                raise PatchError("testing value %s failed" % path)
-        else:
-            raise PatchError("unknown JSON patch operation %r" % kind)
-    return doc
-
-
-class FakeK8s(object):
-    def __init__(self, nodes=None, pods=None, fail_evictions=False, cluster_policies=None):
+class FakeK8s(PodsMixin):
+    def __init__(self, nodes=None, pods=None, fail_evictions=False, cluster_policies=None, pdbs=None,
+                 grace_scale=0.05, clock=time.monotonic):
         self.lock = threading.Lock()
         self.requests = []
         self.hooks = []
@@ -236,17 +118,7 @@ class FakeK8s(object):
                 "status": {"conditions": [{"type": "Ready", "status": "True"}],
                            "nodeInfo": dict(NODE_INFO, **spec.get("node_info", {}))},
             }
-        self.pods = {}
-        for ns, name, node in pods or []:
-            self.pods[(ns, name)] = {
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": ns, "uid": "uid-%s-%s" % (ns, name),
-                             "resourceVersion": str(self.rv),
-                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name + "-rs",
-                                                  "uid": "rs-" + name, "controller": True}]},
-                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]},
-                "status": {"phase": "Running"},
-            }
+        self._init_pods(pods, pdbs, grace_scale, clock)
         if cluster_policies is None:
             cluster_policies = {"cluster-policy": DEFAULT_CLUSTER_POLICY_SPEC}
         self.cluster_policies = {}
@@ -285,7 +157,7 @@ class FakeK8s(object):
 
             def _handle(self, method):
                 u = urlparse(self.path)
-                body = self._body() if method in ("POST", "PATCH", "PUT") else None
+                body = self._body() if method in ("POST", "PATCH", "PUT", "DELETE") else None
                 code, doc = api.dispatch(method, u.path, parse_qs(u.query),
                                          body, self.headers.get("Content-Type", ""))
                 data = json.dumps(doc).encode("utf-8")
@@ -359,11 +231,15 @@ class FakeK8s(object):
 
     def dispatch(self, method, path, query, body, ctype):
         with self.lock:
-            self.requests.append({"method": method, "path": path, "query": dict((k, v[0]) for k, v in query.items()),
-                                  "body": body, "content_type": ctype, "time": time.time()})
+            rec = {"method": method, "path": path, "query": dict((k, v[0]) for k, v in query.items()),
+                   "body": body, "content_type": ctype, "time": time.time()}
+            self.requests.append(rec)
+            self._reap()
             for observer in self.observers:
                 observer(self, method, path.rstrip("/"), query)
-            return self._dispatch(method, path.rstrip("/"), query, body, ctype)
+            code, doc = self._dispatch(method, path.rstrip("/"), query, body, ctype)
+            rec["code"] = code
+            return code, doc
 
     def _dispatch(self, method, path, query, body, ctype=""):
         parts = [p for p in path.split("/") if p]
@@ -391,28 +267,16 @@ class FakeK8s(object):
         if parts[:3] == ["api", "v1", "pods"] and method == "GET":
             return 200, self._pod_list(query)
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) >= 5 and parts[4] == "pods":
-            ns = parts[3]
             if len(parts) == 5 and method == "GET":
-                return 200, self._pod_list(query, ns)
-            key = (ns, parts[5])
-            if len(parts) == 7 and parts[6] == "eviction" and method == "POST":
-                if key not in self.pods:
-                    return self.status(404, "NotFound", 'pods "%s" not found' % key[1])
-                if self.fail_evictions:
-                    return self.status(500, "InternalError", "eviction of %s/%s refused by the fake" % key)
-                del self.pods[key]
-                return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
-            if len(parts) == 6 and method == "GET":
-                if key in self.pods:
-                    return 200, self.pods[key]
-                return self.status(404, "NotFound", 'pods "%s" not found' % key[1])
-            if len(parts) == 6 and method == "DELETE":
-                if self.pods.pop(key, None) is None:
-                    return self.status(404, "NotFound", 'pods "%s" not found' % key[1])
-                return 200, {"kind": "Status", "status": "Success"}
-        if parts[:4] == ["apis", "policy", "v1", "poddisruptionbudgets"] or (
-                len(parts) == 6 and parts[:3] == ["apis", "policy", "v1"] and parts[5] == "poddisruptionbudgets"):
-            return 200, {"kind": "PodDisruptionBudgetList", "apiVersion": "policy/v1", "metadata": {}, "items": []}
+                return 200, self._pod_list(query, parts[3])
+            answer = self._pod_route(method, parts[3], parts[5:], body) if len(parts) > 5 else None
+            if answer is not None:
+                return answer
+        if parts[:4] == ["apis", "policy", "v1", "poddisruptionbudgets"] and len(parts) == 4:
+            return self._pdb_route(method, None, [])
+        if parts[:4] == ["apis", "policy", "v1", "namespaces"] and len(parts) in (6, 7) and \
+                parts[5] == "poddisruptionbudgets":
+            return self._pdb_route(method, parts[4], parts[6:])
         return self.status(404, "NotFound", "the fake API does not serve %s %s" % (method, path))
 
     def _pod_list(self, query, ns=None):

@@ -12,9 +12,13 @@ nfs_bundle_version, whether the loaded rpcrdma registers with nvidia-fs) and cha
 simulator with the driver's lifetime) lists rpcrdma only while a /dev/nvidia-fs* is held open, which the post-boot
 proof does.
 
-Asserted from the fake API's recorded requests: skip label, cordon, eviction of the node's pod only, label restored,
-uncordon only when the node was not cordoned before; on failure the node stays cordoned and the record on the node
-says what failed; a second run resumes and keeps the initial cordon state from the record.
+Asserted from the fake API's recorded requests (each with the code it was answered with): skip label, cordon,
+eviction of the node's pod only (not its mirror pod nor the GPU Operator's DaemonSet pods), label restored, uncordon
+only when the node was not cordoned before; the record on the node says what failed; a second run resumes and keeps
+the initial cordon state from the record. The fake answers evictions as the real API does (tests/fakes/k8s_pods.py):
+429 while the pod's PodDisruptionBudget allows no disruption, so the drain retries every poll until its timeout and
+then fails naming the budget, returning the node to its initial scheduling state (nothing on it had changed yet);
+a failure after the drain keeps the node cordoned.
 
 The GPU Operator is modelled on the fake API (tests/fakes/gpu_operator.py), its "kubelet" reading the node's boot id
 and kernel from the sysroot: after the reboot the driver pod is replaced (Pending, then Running not Ready, Ready some
@@ -230,23 +234,58 @@ def record(root):
         return json.load(f)
 
 
-@pytest.mark.parametrize("initially_cordoned,label", [(False, None), (True, "false")])
-def test_upgrade_success(fleet, prebuilt, initially_cordoned, label):
+def train_pods(name, mirror=True):
+    """train-0 on the node with its replica elsewhere (app=train), infer-0 elsewhere, and a mirror pod (static
+    kube-proxy) on the node, which a drain leaves alone like the GPU Operator's DaemonSet pods."""
+    pods = [("default", "train-0", name, {"labels": {"app": "train"}}),
+            ("default", "train-1", "elsewhere", {"labels": {"app": "train"}}), ("other", "infer-0", "elsewhere")]
+    if mirror:
+        pods.append(("kube-system", "kube-proxy-" + name, name,
+                     {"owner": None, "annotations": {"kubernetes.io/config.mirror": "0f3a"}}))
+    return pods
+
+
+TRAIN_PDB = {"namespace": "default", "name": "train-pdb", "match_labels": {"app": "train"}, "min_available": 2}
+TRAIN_0 = "default/train-0"
+
+
+def answers(api, pod=TRAIN_0):
+    return [(t, code) for t, p, code in api.eviction_answers() if p == pod]
+
+
+def assert_spaced(times, poll):
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert gaps and min(gaps) >= poll, gaps
+
+
+@pytest.mark.parametrize("initially_cordoned,label,budget", [(False, None, True), (True, "false", False)],
+                         ids=["budget-frees-up-mid-drain", "initially-cordoned"])
+def test_upgrade_success(fleet, prebuilt, initially_cordoned, label, budget):
+    """With a budget: the PodDisruptionBudget of train-0 allows no disruption (2 needed, 2 healthy) and frees up
+    after two refused evictions (the workload got a replacement ready elsewhere): the drain retries every poll and
+    goes on once the eviction is accepted."""
     name, root = node_root(fleet)
     reset_node(root)
     labels = {SKIP: label} if label is not None else {}
-    api = FakeK8s(nodes={name: {"unschedulable": initially_cordoned, "labels": labels}},
-                  pods=[("default", "train-0", name), ("other", "infer-0", "elsewhere")])
+    api = FakeK8s(nodes={name: {"unschedulable": initially_cordoned, "labels": labels}}, pods=train_pods(name),
+                  pdbs=[TRAIN_PDB] if budget else [])
+    if budget:
+        api.release_pdb_after("default", "train-pdb", refusals=2)
     model = operator(api, name, root, replace_driver=not initially_cordoned)
     api.start()
     try:
-        rc, out = run_playbook(fleet, prebuilt, api)
+        rc, out = run_playbook(fleet, prebuilt, api, extra={"kernel_upgrade_drain_poll": 2})
         assert rc == 0, out[-6000:]
         patches = node_patches(api, name)
         assert patches[0]["metadata"]["labels"] == {SKIP: "true"}
         # k8s_drain only patches a node that is not cordoned yet.
         assert ({"spec": {"unschedulable": True}} in patches) is not initially_cordoned
-        assert evictions(api) == ["/api/v1/namespaces/default/pods/train-0/eviction"]
+        # only train-0 is evicted: not the mirror pod, not the GPU Operator's DaemonSet pods
+        assert set(evictions(api)) == {"/api/v1/namespaces/default/pods/train-0/eviction"}
+        assert [code for _t, code in answers(api)] == ([429, 429, 201] if budget else [201])
+        if budget:
+            assert_spaced([t for t, _c in answers(api)], 2)
+            assert "Ignoring DaemonSet-managed Pods" in out and "cannot delete mirror Pods" in out
         uncordons = [b for b in patches if b == {"spec": {"unschedulable": False}}]
         final = api.node(name)
         if initially_cordoned:
@@ -282,26 +321,53 @@ def read_modules(root):
                           stdout=subprocess.PIPE, universal_newlines=True, timeout=20).stdout
 
 
-def test_drain_failure_stays_cordoned_then_resumes(fleet, prebuilt):
+def test_drain_blocked_by_budget_restores_the_node_then_resumes(fleet, prebuilt):
+    """A PodDisruptionBudget that never allows the eviction: the drain retries it every poll (2 s) until its timeout
+    (12 s), no try after it, then fails naming the budget. Nothing on the node had changed, so the node is back in
+    its initial scheduling state (uncordoned, no skip label). An eviction refused another way (500) is not retried.
+    Then the budget frees up and the resumed run upgrades the node."""
     name, root = node_root(fleet)
     reset_node(root)
-    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[("default", "train-0", name)],
-                  fail_evictions=True)
+    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=train_pods(name), pdbs=[TRAIN_PDB])
     operator(api, name, root)
     api.start()
     try:
-        rc, out = run_playbook(fleet, prebuilt, api)
+        rc, out = run_playbook(fleet, prebuilt, api, extra={"kernel_upgrade_drain_timeout": 12,
+                                                            "kernel_upgrade_drain_poll": 2})
         assert rc != 0
-        assert "drain the node" in out and "stays cordoned" in out
-        assert api.node(name)["spec"]["unschedulable"] is True
-        assert {"spec": {"unschedulable": False}} not in node_patches(api, name)
+        want = ("the drain of node %s did not finish within 12 s: PodDisruptionBudget default/train-pdb "
+                "(disruptionsAllowed 0: it needs 2 healthy pods and has 2) protects pod default/train-0" % name)
+        assert want in out, out[-6000:]
+        tries = answers(api)
+        assert len(tries) >= 2 and all(code == 429 for _t, code in tries), tries
+        assert_spaced([t for t, _c in tries], 2)
+        assert "; %d tries, the last refused with 429 TooManyRequests" % len(tries) in out
+        # No try starts after the deadline (12 s from just after the cordon); a try reaches its eviction request some
+        # seconds after it starts (module start-up), at most twice what the first one took, however loaded the host.
+        cordoned_at = [r["time"] for r in api.mutations() if r["body"] == {"spec": {"unschedulable": True}}][0]
+        lead = tries[0][0] - cordoned_at
+        assert tries[-1][0] - cordoned_at < 12 + 2 * lead, (lead, [t - cordoned_at for t, _c in tries])
+        assert len(tries) <= 12 // 2 + 1
+        assert "Nothing on the node had changed: it is back in its scheduling state from before the upgrade " \
+               "(uncordoned, driver upgrade skip label as it was)" in out
+        node = api.node(name)
+        assert not node["spec"].get("unschedulable") and SKIP not in node["metadata"]["labels"]
+        assert node_patches(api, name)[-1] == {"spec": {"unschedulable": False}}
         rec = record(root)
-        assert rec["phase"] == "failed" and "drain" in rec["failed_task"]
-        assert rec["initially_cordoned"] is False
+        assert rec["phase"] == "failed" and "drain" in rec["failed_task"] and want in rec["error"]
+        assert rec["initially_cordoned"] is False and rec["nothing_changed"] is True
         with open(os.path.join(root, "proc", "sys", "kernel", "osrelease")) as f:
             assert f.read().strip() != TARGET
-        # Resume: the node is cordoned now (by us), the record keeps "not cordoned before", so it is uncordoned.
+        # Another refusal (500) stops the drain at its first try; the record still says nothing changed.
+        api.fail_evictions = True
+        before = len(api.eviction_answers())
+        rc, out = run_playbook(fleet, prebuilt, api)
+        assert rc != 0 and "refused by the fake" in out
+        assert [a[2] for a in api.eviction_answers()[before:]] == [500]
+        assert not api.node(name)["spec"].get("unschedulable") and record(root)["nothing_changed"] is True
+        # Resume once the budget allows the eviction: the record keeps "not cordoned before", so it is uncordoned.
         api.fail_evictions = False
+        api.set_disruptions_allowed("default", "train-pdb", 1)
         rc, out = run_playbook(fleet, prebuilt, api)
         assert rc == 0, out[-6000:]
         assert record(root)["phase"] == "done"
