@@ -93,9 +93,10 @@ demo: sysdeps-demo venv link
 	$(BIN)/ansible-playbook -i $(SIM)/inventory.yml playbooks/verify.yml
 	@echo "Fleet left running in $(SIM); 'make clean' removes it."
 
-# README command 2: every test tier that runs on a machine without GPUs (tests/run_tiers.sh): the VM lab in a
-# background lane from the start (its QEMU/TCG guest uses about one core), the others one after the other in the
-# foreground, quick ones first; each tier's start and wall time printed. `make test-serial` runs them one by one.
+# README command 2: every test tier that runs on a machine without GPUs (tests/run_tiers.sh): the VM lab, then
+# compat, in a background lane from the start (the QEMU/TCG guest uses well under one core on average), the others
+# one after the other in the foreground, quick ones first; each tier's start and wall time printed.
+# `make test-serial` runs them all one after the other.
 test: sysdeps-test
 	@MAKE="$(MAKE)" tests/run_tiers.sh
 
