@@ -13,7 +13,7 @@ The functions mirror the roles' Jinja: ``rails`` is ``__<role>_rails`` (the role
 GPUs), ``iommu_args`` is ``__iommu_present``/``__iommu_absent``, ``*_params`` are the module options of the roles'
 tasks (an option the task omits is left out). The equivalence test of the one-call check holds them to the roles.
 
-This file is private to the collection: no stable API is promised.
+Plain Python: no Ansible imports (the evidence timer runs it on the node). This file is private to the collection: no stable API is promised.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,7 +22,7 @@ __metaclass__ = type
 
 import re
 
-from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.gpufabric.node.plugins.module_utils.argspec import boolean
 
 # the role variables (and role vars tables) each concern's check reads
 KEYS = {

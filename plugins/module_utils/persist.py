@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What ``fabric_persist`` installs for the boot-time applier, how the node differs from it, and the fix.
 
-The installed applier is: the script ``gpufabric-apply``, its library (a copy of these module_utils below
-``lib_dir``), the oneshot unit ``gpufabric-apply.service`` (enabled), the template ``gpufabric-apply@.service``, the
+The installed applier is: the script ``gpufabric-apply``, its library (a copy of the module_utils of
+``node_payload.NODE_PAYLOAD`` below ``lib_dir``), the oneshot unit ``gpufabric-apply.service`` (enabled), the template ``gpufabric-apply@.service``, the
 udev rule that starts it on every RDMA device ``add``, and the state it applies (``/etc/gpufabric``, written by the
 modules). :class:`Installer` compares the node with that and returns one drift item per difference
 (``{concern: persistence, object, key, current, desired}``):
@@ -60,20 +60,22 @@ class PersistError(Exception):
 
 # --- what is installed ---------------------------------------------------------------------------------
 
-def module_utils_sources(modules=None):
-    """{name: source} of the collection's module_utils loaded in this process (the applier's imports)."""
+def module_utils_sources(names, modules=None):
+    """{name: source} of the collection's module_utils ``names`` (``node_payload.NODE_PAYLOAD``), read through the
+    loaders of this process's modules (a module's source comes from the AnsiballZ payload it was shipped in).
+    PersistError names a module that is not loaded or whose source cannot be read."""
     modules = sys.modules if modules is None else modules
     out = {}
-    for name, mod in sorted(modules.items()):
-        if mod is None or not name.startswith(PKG + ".") or "." in name[len(PKG) + 1:]:
-            continue
+    for name in names:
+        mod = modules.get("%s.%s" % (PKG, name))
+        if mod is None:
+            raise PersistError("module_utils.%s of the node payload is not loaded (it must be imported by "
+                               "node_payload.py, so that Ansible ships it)" % name)
         loader = getattr(mod, "__loader__", None)
-        source = loader.get_source(name) if loader is not None and hasattr(loader, "get_source") else None
+        source = loader.get_source(mod.__name__) if loader is not None and hasattr(loader, "get_source") else None
         if source is None:
-            raise PersistError("cannot read the source of %s from %r" % (name, loader))
-        out[name[len(PKG) + 1:]] = source
-    if "applier" not in out:
-        raise PersistError("module_utils.applier is not loaded")
+            raise PersistError("cannot read the source of %s from %r" % (mod.__name__, loader))
+        out[name] = source
     return out
 
 

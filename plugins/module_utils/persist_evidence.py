@@ -34,7 +34,7 @@ TIMER = "gpufabric-evidence.timer"
 DEFAULT_SCRIPT = "/usr/local/sbin/gpufabric-evidence"
 DEFAULT_INTERVAL = 60
 MIN_INTERVAL, MAX_INTERVAL = 10, 86400
-# the module_utils the script runs (persist_task imports it, so it is in the library copy)
+# the module_utils the script runs (one of node_payload.ENTRY_POINTS, so it is in the library copy)
 ENTRY = "evidence_timer"
 SUMMARY = ("gpufabric-evidence: write the gpufabric node_exporter textfile (facts, concern status, PCIe links, "
            "RDMA counters, GDS proof age).")

@@ -15,11 +15,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import re
 import sys
 
-from ansible_collections.gpufabric.node.plugins.module_utils import applier, inputs, nodelock, persist
-from ansible_collections.gpufabric.node.plugins.module_utils import evidence_timer, persist_evidence
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs, node_payload, nodelock, persist
+from ansible_collections.gpufabric.node.plugins.module_utils import persist_evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 ARGUMENT_SPEC = dict(
@@ -44,52 +43,12 @@ ARGUMENT_SPEC = dict(
 
 UNIT = persist.UNIT
 TEMPLATE = persist.TEMPLATE
-# The applier is imported so that Ansible ships it (and everything it imports) with the module.
-APPLIER = applier.__name__.rsplit(".", 1)[-1]
-# What the library copy holds: the applier and what this body imports, with everything they import: the files the
-# fabric_persist module loads, not the rest of what a running module loaded, so fabric_persist and the one-call
-# check install and compare the same files.
-SELF = __name__.rsplit(".", 1)[-1]
-# the module the evidence timer's script runs (persist_evidence.ENTRY): in the library through this body's imports
-EVIDENCE = evidence_timer.__name__.rsplit(".", 1)[-1]
-
-
-_FROM_RE = re.compile(r"^[ \t]*from[ \t]+%s(?:\.(\w+))?[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)"
-                      % re.escape(persist.PKG), re.M)
-_IMPORT_RE = re.compile(r"^[ \t]*import[ \t]+%s\.(\w+)" % re.escape(persist.PKG), re.M)
-
-
-def _imports(source):
-    """The collection's module_utils that ``source`` imports (statements at the start of a line; a name that is not
-    a module_utils of the collection is ignored by the caller). A regular expression, not ``ast``: parsing the
-    twenty-odd sources took seconds on a loaded node, for every check."""
-    found = set(_IMPORT_RE.findall(source))
-    for module, names in _FROM_RE.findall(source):
-        if module:
-            found.add(module)
-            continue
-        for part in re.sub(r"#[^\n]*", "", names).strip("()").split(","):
-            words = part.split()
-            if words:
-                found.add(words[0])
-    return found
 
 
 def library_sources(modules=None):
-    """{name: source} of the applier, the module_utils this body imports, and every collection module_utils they
-    import, transitively."""
-    loaded = persist.module_utils_sources(modules)
-    out = {}
-    todo = [APPLIER] + sorted(n for n in _imports(loaded[SELF]) if n in loaded and n != SELF)
-    while todo:
-        name = todo.pop()
-        if name in out:
-            continue
-        if name not in loaded:
-            raise persist.PersistError("module_utils.%s is not loaded" % name)
-        out[name] = loaded[name]
-        todo.extend(sorted(n for n in _imports(loaded[name]) - set(out) if n in loaded))
-    return out
+    """{name: source} of the library copy: the node payload (``node_payload.NODE_PAYLOAD``), the files the
+    installed scripts run, as this process loaded them."""
+    return persist.module_utils_sources(node_payload.NODE_PAYLOAD, modules)
 
 
 def desired_files(p, python, systemctl, sources, unit_path, template_path):

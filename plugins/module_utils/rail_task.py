@@ -7,16 +7,16 @@
 (``node_check``) with a ``task_host.TaskModule`` in check mode. It returns the module's result;
 ``module.fail_json`` ends it on failure.
 
-This file is private to the collection: no stable API is promised.
+Plain Python: no Ansible imports (the evidence timer runs it on the node). This file is private to the collection: no stable API is promised.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import platform
+import sys
 import traceback
-
-from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils import results
@@ -35,6 +35,14 @@ ARGUMENT_SPEC = dict(
     routing_rule_priority=dict(type="int", default=routing.DEFAULT_RULE_PRIORITY),
     routing_gateways=dict(type="dict", default={}),
 )
+
+
+def missing_required_lib(library):
+    """AnsibleModule's message for a Python library the node lacks (``ansible.module_utils.basic``'s words)."""
+    return ("Failed to import the required Python library (%s) on %s's Python %s. Please read the module "
+            "documentation and install it in the appropriate location. If the required library is installed, but "
+            "Ansible is using the wrong Python interpreter, please consult the documentation on "
+            "ansible_python_interpreter" % (library, platform.node(), sys.executable))
 
 
 def import_iproute():

@@ -6,11 +6,12 @@
 Each concern module (``pcie_acs``, ``dcb_qos``, ...) keeps its body in module_utils as ``run(module, sysroot)``
 (``acs_task``, ``dcb_task``, ...). The module calls it with its own AnsibleModule. The one-call check
 (``node_check``) calls the same bodies, in check mode, with a ``TaskModule``: the options are validated against
-the module's own argument spec (``ArgumentSpecValidator``, the validation AnsibleModule does), commands and binaries
+the module's own argument spec (``argspec.ArgumentSpecValidator``: the validation AnsibleModule does, in plain
+Python, for the evidence timer runs this on a node without Ansible), commands and binaries
 go to the runner (the running ``fabric_check`` AnsibleModule, or ``LocalRunner``), warnings are collected, and
 ``fail_json`` raises ``TaskFailed`` with what the module would have failed with instead of ending the process.
 
-This file is private to the collection: no stable API is promised.
+Plain Python: no Ansible imports. This file is private to the collection: no stable API is promised.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,8 +21,8 @@ __metaclass__ = type
 import os
 import subprocess
 
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.module_utils.common.process import get_bin_path as _get_bin_path
+from ansible_collections.gpufabric.node.plugins.module_utils.argspec import ArgumentSpecValidator
+from ansible_collections.gpufabric.node.plugins.module_utils.argspec import get_bin_path as _get_bin_path
 
 
 class TaskFailed(Exception):

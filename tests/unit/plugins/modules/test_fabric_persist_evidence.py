@@ -253,8 +253,9 @@ def test_hostile_text_in_the_desired_state_is_json_on_the_node(node, monkeypatch
 
 def test_the_script_runs_a_module_the_library_copy_holds():
     from ansible_collections.gpufabric.node.plugins.module_utils import persist_task
-    assert persist_task.EVIDENCE == persist_evidence.ENTRY
-    assert {"evidence_timer", "node_check", "evidence", "prom"} <= set(persist_task.library_sources())
+    from ansible_collections.gpufabric.node.plugins.module_utils import node_payload
+    assert persist_evidence.ENTRY in node_payload.ENTRY_POINTS
+    assert sorted(persist_task.library_sources()) == sorted(node_payload.NODE_PAYLOAD)
 
 
 @pytest.mark.parametrize("args", [{"evidence": True}, {"evidence": True, "boot_wait": 0, "rules_file": "/etc/x.rules"},

@@ -1,0 +1,180 @@
+# -*- coding: utf-8 -*-
+"""The node payload (node_payload.NODE_PAYLOAD): what fabric_persist installs below lib_dir for the code that runs on
+the node outside an Ansible module, with the node's Python, which has no Ansible.
+
+- every import of every payload file is in the payload, the standard library, or an optional library imported under
+  ``try``; nothing imports ``ansible``;
+- the payload, installed as fabric_persist installs it into a temporary root, runs every node-side entry point
+  (gpufabric-apply: the boot and the udev-triggered per-device run; gpufabric-evidence: the timer's run) with
+  ``python3 -I -S``, which sees the standard library and that copy only;
+- a payload without one of its files fails that run (the check can fail)."""
+from __future__ import absolute_import, division, print_function
+
+import ast
+import json
+import os
+import subprocess
+import sys
+
+import desired_doc
+import pytest
+
+from ansible_collections.gpufabric.node.plugins.module_utils import evidence, node_payload, persist, persist_evidence
+from ansible_collections.gpufabric.node.plugins.module_utils import node_desired as nd
+
+__metaclass__ = type
+
+PKG = persist.PKG
+HERE = os.path.dirname(os.path.abspath(node_payload.__file__))
+LIB = "/usr/local/lib/gpufabric"
+APPLY = "/usr/local/sbin/gpufabric-apply"
+EVIDENCE = "/usr/local/sbin/gpufabric-evidence"
+PROM = "/var/lib/node_exporter/textfile_collector/gpufabric.prom"
+# third-party libraries a payload file may use when the node has them, imported where their absence is handled
+OPTIONAL = {"pyroute2": "python3-pyroute2 (per-rail routing)", "yaml": "python3-yaml (netplan definitions)"}
+PYTHONS = [sys.executable] + [p for p in ("/usr/bin/python3",) if os.path.exists(p)]
+
+
+def imports(name):
+    """[(module imported, node, inside a try that handles ImportError)] of payload file ``name``."""
+    with open(os.path.join(HERE, name + ".py")) as f:
+        tree = ast.parse(f.read(), name)
+    guarded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+                h.type is not None and "ImportError" in ast.dump(h.type) for h in node.handlers):
+            for stmt in node.body:
+                guarded.update(id(n) for n in ast.walk(stmt))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((a.name, node, id(node) in guarded) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "%s: relative import" % name
+            if node.module == PKG:
+                out.extend(("%s.%s" % (PKG, a.name), node, id(node) in guarded) for a in node.names)
+            else:
+                out.append((node.module, node, id(node) in guarded))
+    return out
+
+
+def test_every_import_of_the_payload_is_in_it_and_none_is_ansible():
+    payload = set(node_payload.NODE_PAYLOAD)
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    problems = []
+    for name in sorted(payload):
+        for mod, node, guarded in imports(name):
+            where = "%s.py:%d imports %s" % (name, node.lineno, mod)
+            top = mod.split(".")[0]
+            if mod.startswith(PKG + "."):
+                if mod[len(PKG) + 1:].split(".")[0] not in payload:
+                    problems.append(where + ": not in the node payload")
+            elif top in ("ansible", "ansible_collections"):
+                problems.append(where + ": the node's Python has no Ansible")
+            elif top in OPTIONAL:
+                if not guarded:
+                    problems.append(where + ": an optional library imported outside try/except ImportError")
+            elif top not in stdlib:
+                problems.append(where + ": neither the standard library nor an optional library")
+    assert problems == []
+
+
+def test_the_payload_is_what_the_entry_points_import():
+    """No file more than the entry points reach: the closure of their imports is the list."""
+    seen, todo = set(), list(node_payload.ENTRY_POINTS)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(m[len(PKG) + 1:].split(".")[0] for m, _n, _g in imports(name) if m.startswith(PKG + "."))
+    assert sorted(seen) == sorted(node_payload.NODE_PAYLOAD)
+    assert persist_evidence.ENTRY in node_payload.ENTRY_POINTS and "applier" in node_payload.ENTRY_POINTS
+
+
+def test_a_file_missing_from_the_process_is_named():
+    with pytest.raises(persist.PersistError, match="module_utils.no_such_file of the node payload is not loaded"):
+        persist.module_utils_sources(node_payload.NODE_PAYLOAD + ("no_such_file",))
+
+
+# --- the payload on a node -----------------------------------------------------------------------------
+
+def write(root, path, content, mode):
+    real = os.path.join(root, path.lstrip("/"))
+    os.makedirs(os.path.dirname(real), mode=0o755, exist_ok=True)
+    with open(real, "w") as f:
+        f.write(content)
+    os.chmod(real, mode)
+
+
+def install(root, python, names):
+    """The library copy of ``names`` and both scripts, as fabric_persist writes them, below ``root``."""
+    for path, content in persist.lib_files(LIB, persist.module_utils_sources(names)).items():
+        write(root, path, content, 0o644)
+    write(root, APPLY, persist.render_script(python, APPLY, LIB), 0o755)
+    write(root, EVIDENCE, persist.render_script(python, EVIDENCE, LIB, entry=persist_evidence.ENTRY,
+                                                summary=persist_evidence.SUMMARY), 0o755)
+    desired = nd.evidence_desired(desired_doc.resolve({"persistence_evidence": True}))
+    write(root, evidence.DESIRED_FILE, evidence.desired_document(desired), 0o644)
+
+
+def run(root, python, script, *args):
+    """The installed script run by ``python -I -S``: no PYTHON* variable, no site-packages, no script directory, so
+    the standard library and the library copy the script puts on sys.path are all it can import."""
+    env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "GPUFABRIC_SYSROOT": root,
+           "LC_ALL": "C"}
+    return subprocess.run([python, "-I", "-S", os.path.join(root, script.lstrip("/"))] + list(args), env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+
+
+def run_entry_points(root, python):
+    """[problem] of running every node-side entry point from the copy below ``root``, each as documented:
+    --help; the boot run and the udev-triggered device run in check mode with nothing recorded (exit 0, nothing
+    to do); the evidence timer's run against the desired state (exit 0, the textfile written, every core concern
+    evaluated)."""
+    problems = []
+
+    def expect(res, what, rc, text):
+        if res.returncode != rc or text not in res.stdout + res.stderr:
+            problems.append("%s: rc %d (want %d, %r): %s" % (what, res.returncode, rc, text,
+                                                            (res.stderr or res.stdout)[-600:]))
+
+    expect(run(root, python, APPLY, "--help"), "gpufabric-apply --help", 0, "usage: gpufabric-apply")
+    expect(run(root, python, APPLY, "--check", "--wait", "0"), "gpufabric-apply --check", 0, "nothing recorded")
+    expect(run(root, python, APPLY, "--check", "--wait", "0", "--device", "mlx5_0"),
+           "gpufabric-apply --device mlx5_0 --check", 0, "nothing recorded")
+    expect(run(root, python, EVIDENCE, "--help"), "gpufabric-evidence --help", 0, "usage: gpufabric-evidence")
+    res = run(root, python, EVIDENCE)
+    expect(res, "gpufabric-evidence", 0, "gpufabric-evidence: wrote %s" % PROM)
+    if res.returncode == 0:
+        with open(os.path.join(root, PROM.lstrip("/"))) as f:
+            text = f.read()
+        if "one-call check failed" in res.stdout + res.stderr or 'concern="dcb"' not in text:
+            problems.append("gpufabric-evidence did not evaluate the concerns: %s" % (res.stdout + res.stderr)[-600:])
+    return problems
+
+
+@pytest.fixture
+def root(tmp_path):
+    r = str(tmp_path / "node")
+    os.mkdir(r, 0o755)
+    return r
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_every_entry_point_runs_from_the_payload_alone(root, python):
+    probe = subprocess.run([python, "-I", "-S", "-c", "import ansible"], stderr=subprocess.PIPE,
+                           universal_newlines=True)
+    assert probe.returncode == 1 and "No module named 'ansible'" in probe.stderr
+    install(root, python, node_payload.NODE_PAYLOAD)
+    assert run_entry_points(root, python) == []
+    with open(os.path.join(root, PROM.lstrip("/"))) as f:
+        assert 'gpufabric_concern_status{concern="persistence"' in f.read()
+
+
+@pytest.mark.parametrize("missing", ["argspec", "state", "sysroot"])
+def test_a_payload_without_one_of_its_files_fails(root, missing):
+    install(root, sys.executable, tuple(n for n in node_payload.NODE_PAYLOAD if n != missing))
+    problems = run_entry_points(root, sys.executable)
+    print("\n".join(problems))
+    assert problems and all("No module named" in p or "cannot import name" in p for p in problems), problems
+    assert any(p.startswith("gpufabric-evidence:") for p in problems)
