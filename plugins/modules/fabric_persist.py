@@ -19,9 +19,9 @@ description:
   - The applier runs the very module_utils this module was shipped with. The module writes their source, taken from
     its own payload, below O(lib_dir) (C(ansible_collections/gpufabric/node/plugins/module_utils/)), so the node
     always runs the same code as the modules. What it writes is the node payload, an explicit list
-    (C(module_utils/node_payload.py)): every file the applier and the evidence timer import, none of which imports
-    Ansible, since they run with the node's own Python. Files of that directory that are not in the list are
-    removed.
+    (C(module_utils/node_payload.py)) of every file the applier and the evidence timer import, none of which
+    imports Ansible, since they run with the node's own Python. Files of that directory that are not in the list
+    are removed.
   - Writes a oneshot unit C(gpufabric-apply.service) (enabled, C(WantedBy=multi-user.target)), ordered after
     C(network-online.target) (routing needs the rail addresses) and before remote file systems (NFS over RDMA),
     C(kubelet.service) and C(slurmd.service), so workloads start with the fabric configured.
