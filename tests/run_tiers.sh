@@ -79,6 +79,8 @@ stop_bg() {
   echo "=== stopping the background lane"
   kill -- "-$bg_pid" 2>/dev/null
   wait "$bg_pid" 2>/dev/null
+  # QEMU daemonizes out of the lane's session: bring the VM lab's guest down by its pidfile
+  python3 tests/lab/vm/lab.py down molecule-vm >/dev/null 2>&1
   bg_report
 }
 

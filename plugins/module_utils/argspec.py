@@ -384,6 +384,6 @@ class ArgumentSpecValidator(object):
         if unsupported:
             names = sorted(".".join(k) if isinstance(k, tuple) else k for k in unsupported)
             last = sorted(unsupported, key=lambda k: ".".join(k) if isinstance(k, tuple) else k)[-1]
-            errors.append("%s. Supported parameters include: %s." % (", ".join(names),
-                                                                      ", ".join(sorted(unsupported[last]))))
+            supported = ", ".join(sorted(unsupported[last]))
+            errors.append("%s. Supported parameters include: %s." % (", ".join(names), supported))
         return ValidationResult(params, errors)

@@ -53,7 +53,7 @@ def judge(step, rc, recap, want_unchanged=False):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--fleet", required=True, help="directory of the throw-away fleet")
     ap.add_argument("--topology", default="hgx-h200")
     args = ap.parse_args(argv)

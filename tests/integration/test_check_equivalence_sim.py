@@ -10,8 +10,8 @@ applier's udev rule, the MTU of one rail, the ECN notification point of one rail
 at x8 of x16 drifts in pcie_link, which nothing can fix; a storage volume never provisioned is checked on every node
 beside the NFS-over-RDMA volume provision.yml mounted through the storage_mounts role, which the simulated kernel
 shows in mountinfo by its own option rules: that one is ok on both paths). drift.yml by default and with
-gpufabric_check=roles must report the same statuses, reasons and items, concern by concern and node by node. Then fix mode: only the drifted nodes are touched (every other
-node's tree hashes as before), and there only the roles of the drifted concerns run.
+gpufabric_check=roles must report the same statuses, reasons and items, concern by concern and node by node. Then
+fix mode: only the drifted nodes are touched (every other node's tree hashes as before), and there only the roles of the drifted concerns run.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -46,7 +46,7 @@ def need_root(what):
 def run(argv, **kw):
     """(rc, stdout, stderr) of argv, never raising on a non-zero exit; 60 s at most."""
     p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                       timeout=60, **kw)
+                       timeout=60, check=False, **kw)
     return p.returncode, p.stdout, p.stderr
 
 

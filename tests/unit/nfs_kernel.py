@@ -6,7 +6,8 @@ from __future__ import absolute_import, division, print_function
 
 import os
 
-from gpufabric_sim.nfs_kernel import (  # noqa: F401  the tests import the kernel's rules from here
+# the tests import the kernel's rules from here
+from gpufabric_sim.nfs_kernel import (  # noqa: F401 pylint: disable=unused-import
     SERVER_MAX_IO, USERSPACE, kernel_options, kernel_state, mount_line, nfs_line)
 
 __metaclass__ = type

@@ -102,7 +102,7 @@ def fired(host, patience):
 
 def scrape(host, lab_textfile, query=''):
     """(file text, full scrape) with the file unchanged across the scrape (the timer may write in between)."""
-    for _ in range(5):
+    for _attempt in range(5):
         first = host.file(lab_textfile).content_string
         # host.run, not check_output: that strips the final newline, which the text format requires
         run = host.run(SCRAPE % query)
@@ -118,7 +118,7 @@ def test_node_exporter_serves_the_timer_textfile(host, fired, lab_textfile):
     text, served = scrape(host, lab_textfile)
     want, got = samples(text, 'gpufabric_'), samples(served, 'gpufabric_')
     log('textfile %d gpufabric samples, served %d; node_ok=%s' % (
-        len(want), len(got), [v for (n, _), v in got.items() if n == 'gpufabric_node_ok']))
+        len(want), len(got), [v for (n, _labels), v in got.items() if n == 'gpufabric_node_ok']))
     assert want and got == want
     assert 'node_textfile_scrape_error 0' in served.splitlines()
     assert re.search(r'^node_textfile_mtime_seconds\{file="%s"\} ' % re.escape(lab_textfile), served, re.M), \

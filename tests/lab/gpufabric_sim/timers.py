@@ -294,8 +294,8 @@ def next_elapse(root, unit, spec, timer, trigger, now):
                 continue
             base = max(cands)
         at = base + value
-        if last_mono is not None and (at < mono_now or at <= last_mono) and base_kind in ("active", "boot",
-                                                                                         "startup"):
+        past = last_mono is not None and (at < mono_now or at <= last_mono)
+        if past and base_kind in ("active", "boot", "startup"):
             # a one time trigger, disabled now (systemd sees it in the past once the run took any time at all;
             # no time passes during a simulated run, hence also "at or before the last trigger")
             spent.add(str(i))

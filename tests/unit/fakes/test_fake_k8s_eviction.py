@@ -119,7 +119,7 @@ def test_budget_status_as_the_disruption_controller_computes_it(pdb, allowed):
 def test_explicit_budget_is_used_up_and_released_after_refusals():
     api = web_api(min_available=2, disruptions_allowed=0)
     api.release_pdb_after("default", "web-pdb", refusals=2)
-    assert [evict(api, "default", "web-0")[0] for _ in range(3)] == [429, 429, 201]
+    assert [evict(api, "default", "web-0")[0] for _try in range(3)] == [429, 429, 201]
     assert api.pdb("default", "web-pdb")["status"]["disruptionsAllowed"] == 0
     assert evict(api, "default", "web-1")[0] == 429
 

@@ -37,7 +37,7 @@ def node(tmp_path, monkeypatch):
     (root / "proc/self/mountinfo").write_text(base_mountinfo())    # every node has one (tree.py writes it)
     monkeypatch.setenv("GPUFABRIC_SYSROOT", str(root))
     routes = {"10.100.0.250": "10.100.0.3"}
-    monkeypatch.setattr(mounts, "route_source", lambda server: routes.get(server))
+    monkeypatch.setattr(mounts, "route_source", routes.get)
 
     def run(argv):
         out, err = io.StringIO(), io.StringIO()
