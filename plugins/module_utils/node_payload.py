@@ -21,7 +21,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import (
+import sys
+
+# pylint: disable=unused-import
+from ansible_collections.gpufabric.node.plugins.module_utils import (  # noqa: F401
     acs, acs_task, applier, argspec, cmdline, cmdline_args, cmdline_detect, cmdline_grub, cmdline_grubby,
     cmdline_task, concerns, dcb, dcb_plan, dcb_task, dcbx, desired, ecn, ecn_task, evidence, evidence_timer,
     facts_task, gpudirect, guard, health_task, inputs, kmod_common, mtu, mtu_persist, mtu_task, nccl, nccl_log,
@@ -38,11 +41,10 @@ def _name(module_name):
 # the module_utils whose ``main`` the installed scripts run (persist.render_script's ``entry``)
 ENTRY_POINTS = (_name(applier.__name__), _name(evidence_timer.__name__))
 
-NODE_PAYLOAD = tuple(sorted([_name(__name__)] + [_name(m.__name__) for m in (
-    acs, acs_task, applier, argspec, cmdline, cmdline_args, cmdline_detect, cmdline_grub, cmdline_grubby,
-    cmdline_task, concerns, dcb, dcb_plan, dcb_task, dcbx, desired, ecn, ecn_task, evidence, evidence_timer,
-    facts_task, gpudirect, guard, health_task, inputs, kmod_common, mtu, mtu_persist, mtu_task, nccl, nccl_log,
-    nccl_task, nfs_mount_options, nfs_mounts, nfs_mounts_check, nfs_mounts_task, node_check, node_desired, nodelock,
-    nvfs_modules, nvfs_parse, os_profiles, pci, pcie_link, persist, persist_evidence, persist_task, prom, qos_facts,
-    rail_task, rdma_cm, rdma_cm_task, results, routing, state, sysctl, sysroot, task_host, topology,
-    topology_pairing, topology_pci, topology_rails)]))
+# every module_utils imported above, by name, and this file: the import statement is the one list (AnsiballZ reads
+# it to pack the module, this reads it back from the module's namespace)
+# pylint: enable=unused-import
+_PKG = __name__.rsplit(".", 1)[0] + "."
+NODE_PAYLOAD = tuple(sorted([_name(__name__)] + [
+    _name(obj.__name__) for obj in list(globals().values())
+    if type(obj) is type(sys) and obj.__name__.startswith(_PKG)]))
