@@ -73,6 +73,8 @@ fi
 bg_report() {
   # the lane's own lines, the molecule stages, lab.py's stage timings and the test summaries
   grep -E '^=== |^INFO +\[vm > [a-z_]+\] Execut|stage [a-z_-]+: |^smoke: |[0-9]+ (passed|failed)' "$bglog" | tail -60
+  # the VM lab's slowest tests (molecule's verifier runs pytest with --durations=0), and its playbooks' totals
+  grep -E '^[0-9]+\.[0-9]+s (call|setup|teardown) ' "$bglog" | awk '$1+0 >= 20' | head -30
 }
 stop_bg() {
   [ -n "$bg_pid" ] || return 0
