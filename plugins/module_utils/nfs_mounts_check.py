@@ -46,6 +46,7 @@ import os
 import stat
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, persist
+from ansible_collections.gpufabric.node.plugins.module_utils import nfs_client_caps as caps
 from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mount_options as mount_options
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import BUNDLE_PARAM, STATE_FILE
 from ansible_collections.gpufabric.node.plugins.module_utils.nfs_mounts import CONCERN, MountInputError, plan
@@ -171,9 +172,21 @@ def _item(obj, key, current, desired):
     return {"concern": CONCERN, "object": obj, "key": key, "current": current, "desired": desired}
 
 
-def mount_items(vol, obs, client, vendor_wanted, option_items=()):
+def not_effective(vol, obs, client):
+    """The volume's settings the client in use ignores, so the mount cannot show them (``nfs_client_caps``):
+    ``[{key, option, status: not_applicable|not_checked, reason}]``. A mount that shows them is judged as usual."""
+    if vol["state"] != "present" or not obs["mounted"] or vol["nconnect"] is None or obs.get("nconnect") is not None:
+        return []
+    effect, why = caps.nconnect_effect(client["kernel_release"], vol["vers"], obs.get("proto"), client["in_use"])
+    if effect:
+        return []
+    return [{"key": "nconnect", "option": "nconnect=%d" % vol["nconnect"], "reason": why,
+             "status": concerns.NOT_APPLICABLE if effect is False else concerns.NOT_CHECKED}]
+
+
+def mount_items(vol, obs, client, vendor_wanted, option_items=(), skip=()):
     """The items of one volume's mount; ``option_items`` are its extra options the mount shows otherwise
-    (``nfs_mount_options.judge``)."""
+    (``nfs_mount_options.judge``); ``skip``: keys the client in use cannot show (``not_effective``)."""
     path = vol["path"]
     if vol["state"] == "absent":
         return [_item(path, "mounted", "mounted", "absent")] if obs["mounted"] else []
@@ -186,7 +199,7 @@ def mount_items(vol, obs, client, vendor_wanted, option_items=()):
     out = []
     for key in MOUNT_KEYS:
         cur = obs.get(key)
-        if key in ("remoteports", "localports") and want[key] is None:
+        if key in skip or (key in ("remoteports", "localports") and want[key] is None):
             continue
         if key == "vers" and vol["vers"] == "4" and (cur or "").startswith("4"):
             continue
@@ -238,10 +251,11 @@ def survey(sysroot, run, desired, systemctl=None):
         obs = observe(mounts, v["path"], entry)
         differ, unchecked = (mount_options.judge(v.get("extra_options") or [], entry) if entry is not None
                              else ([], []))
-        mi = mount_items(v, obs, client, p["vendor_wanted"], differ)
+        ignored = not_effective(v, obs, client)
+        mi = mount_items(v, obs, client, p["vendor_wanted"], differ, set(n["key"] for n in ignored))
         ui = unit_items(sysroot, run, systemctl, v)
         vols.append(dict(obs, unit=v["unit"], state=v["state"], desired_source=v.get("source"),
-                         ok=not (mi or ui), options_not_compared=unchecked))
+                         ok=not (mi or ui), options_not_compared=unchecked, not_effective=ignored))
         items.extend(ui + mi)
     return {"plan": p, "client": client, "volumes": vols, "items": items, "mounts_source": source,
             "nfs_mounts": nfs_mounts(mounts)}
@@ -255,7 +269,17 @@ def evaluate(sysroot, run, desired, systemctl=None):
         return concerns.error(CONCERN, str(e))
     if not s["plan"]["volumes"]:
         return concerns.status(concerns.NOT_APPLICABLE, NO_VOLUMES)
-    return concerns.from_items(CONCERN, s["items"], True)
+    return concerns.from_items(CONCERN, s["items"], True, _notes(s["volumes"], s["items"]))
+
+
+def _notes(volumes, items):
+    """The reason an ok concern carries when a volume asks for something its client ignores (None: nothing, or
+    items to report: their reason comes first)."""
+    if items:
+        return None
+    notes = ["%s %s: %s: %s" % (v["path"], n["option"], n["status"], n["reason"])
+             for v in volumes for n in v.get("not_effective") or []]
+    return "; ".join(notes) or None
 
 
 # --- fixing -----------------------------------------------------------------------------------------------
@@ -333,7 +357,7 @@ def apply(sysroot, run, desired, check_mode, systemctl):
     if not s["plan"]["volumes"]:
         out["status"] = concerns.status(concerns.NOT_APPLICABLE, NO_VOLUMES)
     else:
-        out["status"] = concerns.from_items(CONCERN, out["items"], check_mode)
+        out["status"] = concerns.from_items(CONCERN, out["items"], check_mode, _notes(s["volumes"], out["items"]))
     return out
 
 

@@ -1,0 +1,107 @@
+# -*- coding: utf-8 -*-
+"""nfs_mounts across the kernels of the OS profiles and the two NFS clients (nfs_client_caps): nconnect over RDMA
+before 6.9, IPv6 servers (rdma6), the vendor client's option set, the kernel's version flags, and absent volumes
+that are not the collection's."""
+from __future__ import absolute_import, division, print_function
+
+import pytest
+
+from nfs_kernel import mount_line, new_node, nfs_line
+
+from ansible_collections.gpufabric.node.plugins.module_utils import nfs_client_caps as caps
+from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts_check as check
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+
+__metaclass__ = type
+
+SRC = "10.77.0.10:/srv/nfs"
+VOL = {"path": "/mnt/nfs-rdma", "server": "10.77.0.10", "export": "/srv/nfs", "vers": "4.1"}
+UNIT = "mnt-nfs\\x2drdma.mount"
+UNIT_PATH = "/etc/systemd/system/" + UNIT
+# the running kernels of the OS profiles (os_profiles.PROFILES), and one from 6.9 on
+KERNELS = {"ubuntu2204": "5.15.0-125-generic", "el9": "5.14.0-427.13.1.el9_4.x86_64", "debian12": "6.1.0-28-amd64",
+           "ubuntu2404": "6.8.0-45-generic", "debian13": "6.12.9-amd64"}
+BEFORE_6_9 = ("ubuntu2204", "el9", "debian12", "ubuntu2404")
+
+
+def apply(node, vols, check_mode=False, **desired):
+    return check.apply(Sysroot(node.root), node.run, dict(desired, volumes=list(vols)), check_mode,
+                       "/usr/bin/systemctl")
+
+
+def evaluate(node, vols, **desired):
+    return check.evaluate(Sysroot(node.root), node.run, dict(desired, volumes=list(vols)), "/usr/bin/systemctl")
+
+
+# --- 1. nconnect over RDMA before 6.9 ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile", sorted(KERNELS))
+@pytest.mark.parametrize("vers,proto,client,before_6_9", [
+    ("4.1", "rdma", "in_tree", False), ("4.2", "rdma6", "in_tree", False), ("3", "rdma", "in_tree", True),
+    ("4.1", "tcp", "in_tree", True), ("4.1", "rdma", "vendor", True),
+])
+def test_nconnect_effect_table(profile, vers, proto, client, before_6_9):
+    effect, why = caps.nconnect_effect(KERNELS[profile], vers, proto, client)
+    if profile in BEFORE_6_9 and not before_6_9:
+        assert effect is False and "6.9" in why and "nfs4client.c" in why and KERNELS[profile] in why
+    else:
+        assert (effect, why) == (True, None)
+
+
+@pytest.mark.parametrize("text,want", [
+    ("6.1.0-28-amd64", (6, 1)), ("5.14.0-427.13.1.el9_4.x86_64", (5, 14)), ("6.12.9+deb13-amd64", (6, 12)),
+    ("6.9", (6, 9)), ("", None), ("six", None), ("6.x", None), ("6.1.0\n7", None),
+])
+def test_release(text, want):
+    assert caps.release(text) == want
+
+
+@pytest.mark.parametrize("profile,vers", [(p, v) for p in sorted(KERNELS) for v in ("4.1", "3")])
+def test_sim_kernel_shows_nconnect_by_release(profile, vers):
+    line = mount_line(120, SRC, "/mnt/x", "nfs", "proto=rdma,port=20049,vers=%s,nconnect=4" % vers,
+                      kernel=KERNELS[profile])
+    assert (",nconnect=4," in line) == (vers == "3" or profile not in BEFORE_6_9)
+
+
+@pytest.mark.parametrize("profile", sorted(KERNELS))
+def test_nconnect_over_rdma_converges_on_every_kernel(tmp_path, profile):
+    """Before 6.9 the mount never shows nconnect: not_applicable with the reason, no drift, no remount loop."""
+    node = new_node(tmp_path, KERNELS[profile])
+    vol = dict(VOL, nconnect=4)
+    res = apply(node, [vol])
+    assert res["status"]["status"] == "ok" and res["status"]["corrected"]
+    (v,) = res["volumes"]
+    if profile in BEFORE_6_9:
+        assert "nconnect=" not in node.mountinfo() and v["nconnect"] is None
+        assert [(n["key"], n["status"]) for n in v["not_effective"]] == [("nconnect", "not_applicable")]
+    else:
+        assert ",nconnect=4," in node.mountinfo() and v["not_effective"] == []
+    node.calls = []
+    res = apply(node, [vol])
+    assert not res["changed"] and node.verbs() == ["is-enabled"]
+    doc = evaluate(node, [vol])
+    assert doc["status"] == "ok" and doc["items"] == []
+    assert (doc["reason"] is not None) == (profile in BEFORE_6_9)
+    if profile in BEFORE_6_9:
+        assert "nconnect=4: not_applicable" in doc["reason"] and "6.9" in doc["reason"]
+
+
+def test_nconnect_shown_otherwise_is_drift_on_an_old_kernel(tmp_path):
+    """A backported kernel shows nconnect: the value it shows is judged as usual."""
+    node = new_node(tmp_path, KERNELS["el9"])
+    vol = dict(VOL, nconnect=4)
+    apply(node, [vol])
+    node.unmount("/mnt/nfs-rdma")
+    node.write_mountinfo(node.mountinfo() + nfs_line(130, "/mnt/nfs-rdma", SRC, "4.1", nconnect=2))
+    doc = evaluate(node, [vol])
+    assert [(i["key"], i["current"], i["desired"]) for i in doc["items"]] == [("nconnect", "2", "4")]
+
+
+def test_unreadable_kernel_release_is_not_checked(tmp_path):
+    node = new_node(tmp_path, "6.1.0-28-amd64")
+    vol = dict(VOL, nconnect=4)
+    apply(node, [vol])
+    with open(node.p("proc/sys/kernel/osrelease"), "w") as f:
+        f.write("garbage\n")
+    doc = evaluate(node, [vol])
+    assert doc["status"] == "ok" and "not_checked" in doc["reason"] and "osrelease" in doc["reason"]
