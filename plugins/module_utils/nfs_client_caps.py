@@ -98,8 +98,8 @@ def nconnect_effect(kernel_release, vers, proto, client):
     since = "%d.%d" % cap["since"]
     if ok is None:
         return None, ("the kernel release %r cannot be read, so whether nconnect reaches the client over RDMA is "
-                      "unknown (it does from %s: %s); check /proc/sys/kernel/osrelease" % (kernel_release, since,
-                                                                                         cap["source"]))
+                      "unknown (it does from %s: %s); check /proc/sys/kernel/osrelease"
+                      % (kernel_release, since, cap["source"]))
     return False, ("kernel %s passes nconnect to an NFSv%s client over RDMA only from %s (%s): the mount runs with one "
                    "connection and does not show nconnect; it takes effect after an upgrade to %s or with the vendor "
                    "client" % (kernel_release, "3" if name == "nconnect_nfs3" else "4", since, cap["source"], since))

@@ -9,6 +9,9 @@ mount unit ``<systemd-escape --path PATH>.mount``:
 
 - ``What=<server>:<export>`` (an IPv6 server in brackets), ``Where=<path>``, ``Type=nfs``;
 - ``Options=proto=rdma,port=20049,vers=<vers>[,nconnect=N][,remoteports=...,localports=...][,<options>]``;
+  ``proto=rdma6`` for an IPv6 server address (nfs-utils takes the address family from the netid: ``rdma`` is IPv4
+  only, so a host name is looked up as IPv4; give the IPv6 address to mount over IPv6), and the kernel shows the
+  netid it uses (``rdma6``, ``tcp6``: ``rpc_peeraddr2str(RPC_DISPLAY_NETID)`` in nfs_show_mount_options);
 - ``After=`` the boot-time applier (``gpufabric-apply.service``: lossless class, ToS and rail routes in place before
   the first RPC) and network-online.target, ``Before=`` the targets workloads wait for (default remote-fs.target),
   ``WantedBy=remote-fs.target``.
@@ -130,6 +133,12 @@ def server_source(server, what):
     return name.lower()
 
 
+def netid(transport, host):
+    """The netid of ``transport`` (rdma, tcp) to server ``host`` (as ``server_source`` gives it): ``rdma6``/``tcp6``
+    for an IPv6 address, which nfs-utils and the kernel's mountinfo spell that way."""
+    return transport + "6" if host.startswith("[") else transport
+
+
 def option(text, what):
     """``(name, value or None)`` of one extra mount option ``name`` or ``name=value``."""
     if not isinstance(text, str) or not text:
@@ -220,7 +229,8 @@ def volume(raw, index, vendor_installed):
     nconnect = raw.get("nconnect")
     if nconnect is not None:
         nconnect = _int(nconnect, "%s nconnect" % what, 1, NCONNECT_MAX)
-    opts = [("proto", "rdma"), ("port", str(port)), ("vers", vers)]
+    proto = netid("rdma", host)
+    opts = [("proto", proto), ("port", str(port)), ("vers", vers)]
     if nconnect is not None:
         opts.append(("nconnect", str(nconnect)))
     extra = raw.get("options") or []
@@ -241,7 +251,7 @@ def volume(raw, index, vendor_installed):
                               "the running kernel (/etc/gpufabric/vendor_nfs.json has no record of it): the in-tree "
                               "client refuses the mount" % (what, " and ".join(k for k, _v in ports)))
     opts.extend(ports + more)
-    out.update(server=host, export=export, source="%s:%s" % (host, export), vers=vers, port=port,
+    out.update(server=host, export=export, source="%s:%s" % (host, export), vers=vers, port=port, proto=proto,
                nconnect=nconnect, options=opts, extra_options=more, remoteports=raw.get("remoteports") or None,
                localports=raw.get("localports") or None)
     return out

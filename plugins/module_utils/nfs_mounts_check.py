@@ -14,8 +14,9 @@ desired}``):
   group or others, since systemd runs it as root at boot) and its enablement (``unit_file_state``: ``enabled``);
 - the mount, from the last mountinfo entry at the mount point (the one on top): ``mounted``, ``fstype`` (``nfs4``
   for NFSv4.x, ``nfs`` for v3), ``source`` (``server:/export`` as the kernel shows it), the super options
-  ``proto`` (``rdma``), ``port``, ``vers`` (a wanted ``4`` accepts any negotiated 4.x), ``nconnect`` (the kernel
-  prints it only when it was given) and, when given, ``remoteports``/``localports``;
+  ``proto`` (``rdma``, ``rdma6`` for an IPv6 server), ``port``, ``vers`` (a wanted ``4`` accepts any negotiated
+  4.x), ``nconnect`` (the kernel prints it only when the client got it: not over RDMA for NFSv4 before 6.9, see
+  ``nfs_client_caps``; a volume's ``not_effective`` lists it then) and, when given, ``remoteports``/``localports``;
 - the volume's extra ``options``, each by the state the kernel shows for it (``nfs_mount_options``: ``hard``,
   ``noatime``, ``timeo=``, ...; key ``option:<name>``); options the kernel keeps no record of, or that this model
   does not know, are listed in the volume's ``options_not_compared``, never taken as matching;
@@ -192,7 +193,7 @@ def mount_items(vol, obs, client, vendor_wanted, option_items=(), skip=()):
         return [_item(path, "mounted", "mounted", "absent")] if obs["mounted"] else []
     if not obs["mounted"]:
         return [_item(path, "mounted", "absent", "mounted")]
-    want = {"fstype": "nfs" if vol["vers"] == "3" else "nfs4", "source": vol["source"], "proto": "rdma",
+    want = {"fstype": "nfs" if vol["vers"] == "3" else "nfs4", "source": vol["source"], "proto": vol["proto"],
             "port": str(vol["port"]), "vers": vol["vers"],
             "nconnect": str(vol["nconnect"]) if vol["nconnect"] is not None else None,
             "remoteports": vol["remoteports"], "localports": vol["localports"]}

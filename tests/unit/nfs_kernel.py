@@ -73,9 +73,12 @@ class Node(object):
         if os.path.isfile(self.p("proc/sys/kernel/osrelease")):
             with open(self.p("proc/sys/kernel/osrelease")) as f:
                 kernel = f.read().strip()
-        self.write_mountinfo(self.mountinfo() + mount_line(n, u["What"], u["Where"], u.get("Type", "nfs"),
-                                                           u["Options"], proto="tcp" if self.trunk_tcp else None,
-                                                           kernel=kernel))
+        try:
+            line = mount_line(n, u["What"], u["Where"], u.get("Type", "nfs"), u["Options"],
+                              proto="tcp" if self.trunk_tcp else None, kernel=kernel)
+        except ValueError as e:
+            return 32, "", "mount.nfs: %s\n" % e
+        self.write_mountinfo(self.mountinfo() + line)
         return 0, "", ""
 
     def run(self, argv):

@@ -178,7 +178,15 @@ def mount_line(mount_id, what, where, fstype, options_text, clientaddr=CLIENTADD
         raise ValueError("an nfs4 mount cannot be NFSv3")
     kept = [(k, v) for k, v in opts if k not in ("proto", "port", "vers", "nfsvers", "minorversion", "nconnect")
             and k not in USERSPACE and not k.startswith("x-systemd.")]
-    port = int(d["port"]) if d.get("port") else (20049 if d.get("proto") == "rdma" else 2049)
-    proto = proto or d.get("proto") or "tcp"
+    # mount.nfs takes the address family from the netid (rdma, tcp: IPv4; rdma6, tcp6: IPv6) and looks the server
+    # up in it: an address of the other family does not resolve; the kernel shows the netid it uses
+    host = what.rsplit(":", 1)[0]
+    v6 = host.startswith("[")
+    asked = d.get("proto") or ("tcp6" if v6 else "tcp")
+    if (v6 and not asked.endswith("6")) or (asked.endswith("6") and host.replace(".", "").isdigit()):
+        raise ValueError("Failed to resolve server %s: Address family for hostname not supported (proto=%s)"
+                         % (host, asked))
+    port = int(d["port"]) if d.get("port") else (20049 if asked.startswith("rdma") else 2049)
+    proto = (proto + "6" if asked.endswith("6") else proto) if proto else asked
     nconnect = nconnect_kept(int(d["nconnect"]) if d.get("nconnect") else None, vers, proto, kernel)
     return nfs_line(mount_id, where, what, vers, proto, port, nconnect, options=kept, clientaddr=clientaddr)

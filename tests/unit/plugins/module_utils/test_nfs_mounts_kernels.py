@@ -9,6 +9,7 @@ import pytest
 from nfs_kernel import mount_line, new_node, nfs_line
 
 from ansible_collections.gpufabric.node.plugins.module_utils import nfs_client_caps as caps
+from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts as nm
 from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts_check as check
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -105,3 +106,49 @@ def test_unreadable_kernel_release_is_not_checked(tmp_path):
         f.write("garbage\n")
     doc = evaluate(node, [vol])
     assert doc["status"] == "ok" and "not_checked" in doc["reason"] and "osrelease" in doc["reason"]
+
+
+# --- 2. an IPv6 server: proto=rdma6 ------------------------------------------------------------------------
+
+V6 = dict(VOL, server="fd00:77::10")
+V6_SRC = "[fd00:77::10]:/srv/nfs"
+
+
+@pytest.mark.parametrize("server,proto", [("fd00:77::10", "rdma6"), ("[fd00:77::10]", "rdma6"),
+                                          ("10.77.0.10", "rdma"), ("nas.example.net", "rdma")])
+def test_plan_writes_the_netid_of_the_address_family(server, proto):
+    (v,) = nm.plan({"volumes": [dict(VOL, server=server)]}, vendor_installed=False)["volumes"]
+    assert v["proto"] == proto and "Options=proto=%s,port=20049," % proto in v["unit_text"]
+
+
+def test_ipv6_server_mounts_and_reads_back_rdma6(tmp_path):
+    node = new_node(tmp_path)
+    res = apply(node, [V6])
+    assert res["status"]["status"] == "ok" and res["volumes"][0]["proto"] == "rdma6"
+    line = node.mountinfo().splitlines()[-1]
+    assert " nfs4 %s " % V6_SRC in line and ",proto=rdma6," in line and ",addr=fd00:77::10" in line
+    node.calls = []
+    assert not apply(node, [V6])["changed"] and node.verbs() == ["is-enabled"]
+
+
+@pytest.mark.parametrize("proto", ["tcp6", "rdma"])
+def test_ipv6_server_on_another_netid_is_drift(tmp_path, proto):
+    node = new_node(tmp_path)
+    apply(node, [V6])
+    node.unmount("/mnt/nfs-rdma")
+    node.write_mountinfo(node.mountinfo() + nfs_line(130, "/mnt/nfs-rdma", V6_SRC, "4.1", proto=proto))
+    doc = evaluate(node, [V6])
+    assert [(i["key"], i["current"], i["desired"]) for i in doc["items"]] == [("proto", proto, "rdma6")]
+
+
+@pytest.mark.parametrize("what,options", [
+    ("[fd00::1]:/x", "proto=rdma,vers=4.1"), ("10.0.0.1:/x", "proto=rdma6,vers=4.1"),
+    ("[fd00::1]:/x", "vers=3,proto=tcp"),
+])
+def test_sim_refuses_an_address_of_the_other_family(what, options):
+    with pytest.raises(ValueError, match="Address family"):
+        mount_line(120, what, "/mnt/x", "nfs", options)
+
+
+def test_sim_shows_tcp6_for_ipv6_without_proto():
+    assert ",proto=tcp6," in mount_line(120, "[fd00::1]:/x", "/mnt/x", "nfs", "vers=4.1")
