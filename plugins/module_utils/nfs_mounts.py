@@ -20,9 +20,11 @@ Values are refused, never escaped: paths are ``inputs.safe_path`` (portable char
 name, an IPv4 or an IPv6 address (no zone: ``%`` is a systemd specifier), an option is ``name`` or ``name=value``
 with no comma, white space, quote, backslash, ``%`` or control character, and the options the module owns
 (``proto``, ``port``, ``vers``...) cannot be given again. The vendor client's multipath options (``remoteports``,
-``localports``; VAST's syntax: ``~``-separated addresses or ``A-B`` ranges, interface names for localports) are
-accepted only when the vendor client is the one installed for the running kernel (``/etc/gpufabric/vendor_nfs.json``,
-written by ``vendor_nfs_build``): the in-tree client refuses unknown options at mount time.
+``localports``; VAST's syntax: ``~``-separated addresses or ``A-B`` ranges, interface names for localports,
+``remoteports=dns``) and an ``nconnect`` above the kernel's 16 are accepted only when the vendor client is the one
+installed for the running kernel (``/etc/gpufabric/vendor_nfs.json``, written by ``vendor_nfs_build``; its option
+set: ``nfs_client_caps.OPTION_SETS``): the in-tree client refuses unknown options and more connections at mount
+time.
 
 Plain Python: no Ansible imports. This file is private to the collection: no stable API is promised.
 """
@@ -35,6 +37,7 @@ import ipaddress
 import re
 
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils import nfs_client_caps as caps
 
 CONCERN = "nfs_mounts"
 UNIT_DIR = "/etc/systemd/system"
@@ -44,7 +47,7 @@ DEFAULT_VERS = "4.2"
 DEFAULT_AFTER = (APPLIER_UNIT,)
 DEFAULT_BEFORE = ("remote-fs.target",)
 VERSIONS = ("3", "4", "4.0", "4.1", "4.2")
-NCONNECT_MAX = 16          # the kernel's NFS_MAX_CONNECTIONS
+NCONNECT_MAX = caps.nconnect_max(caps.IN_TREE)     # the kernel's NFS_MAX_CONNECTIONS; the vendor's: OPTION_SETS
 UNIT_NAME_MAX = 255
 VENDOR_CLIENT = ("auto", "required", "in_tree")
 HEADER = "# Managed by gpufabric.node (nfs_mounts): do not edit, rerun the storage_mounts role.\n"
@@ -163,17 +166,21 @@ def _ipv4(text):
 
 
 def multipath(value, key, what):
-    """A VAST multipath list: ``~``-separated IPv4 addresses or ``A-B`` ranges (localports: also interface names)."""
+    """A VAST multipath list: ``~``-separated IPv4 addresses or ``A-B`` ranges (localports: also interface names);
+    ``remoteports=dns``: every address the server's name resolves to."""
     if not isinstance(value, str) or not value:
         raise MountInputError("%s: %s must be a non-empty string (got %r)" % (what, key, value))
+    if key == "remoteports" and value == "dns":
+        return value
     for item in value.split("~"):
         lo, sep, hi = item.partition("-")
         if sep and _ipv4(lo) is not None:
             if _ipv4(hi) is None or _ipv4(hi) < _ipv4(lo):
                 raise MountInputError("%s: %s item %r is not an IPv4 range A-B with A <= B" % (what, key, item))
         elif _ipv4(item) is None and not (key == "localports" and _IFNAME.match(item)):
-            raise MountInputError("%s: %s item %r is not an IPv4 address%s or an A-B range (items separated by '~')"
-                                  % (what, key, item, " or an interface name" if key == "localports" else ""))
+            raise MountInputError("%s: %s item %r is not an IPv4 address%s or an A-B range (items separated by '~'%s)"
+                                  % (what, key, item, " or an interface name" if key == "localports" else "",
+                                     "; or dns alone" if key == "remoteports" else ""))
     return value
 
 
@@ -192,7 +199,9 @@ def _int(value, what, lo, hi):
 # --- the plan ------------------------------------------------------------------------------------------------
 
 def volume(raw, index, vendor_installed):
-    """One validated volume with its rendered ``unit``, ``unit_path``-less name, ``source`` and ``options``."""
+    """One validated volume with its rendered ``unit``, ``unit_path``-less name, ``source`` and ``options``.
+    ``vendor_installed``: the vendor client is the one in use, so its option set applies (``nfs_client_caps``)."""
+    client = caps.VENDOR if vendor_installed else caps.IN_TREE
     if not isinstance(raw, dict):
         raise MountInputError("volumes[%d] must be a mapping (got %r)" % (index, raw))
     unknown = sorted(set(raw) - set(VOLUME_KEYS))
@@ -228,7 +237,11 @@ def volume(raw, index, vendor_installed):
     port = _int(raw.get("port") if raw.get("port") is not None else RDMA_PORT, "%s port" % what, 1, 65535)
     nconnect = raw.get("nconnect")
     if nconnect is not None:
-        nconnect = _int(nconnect, "%s nconnect" % what, 1, NCONNECT_MAX)
+        top = caps.nconnect_max(client)
+        nconnect = _int(nconnect, "%s nconnect (the %s NFS client's bound%s)"
+                        % (what, "vendor" if client == caps.VENDOR else "in-tree",
+                           "" if client == caps.VENDOR else
+                           "; the vendor client's is %d" % caps.nconnect_max(caps.VENDOR)), 1, top)
     proto = netid("rdma", host)
     opts = [("proto", proto), ("port", str(port)), ("vers", vers)]
     if nconnect is not None:
@@ -246,7 +259,7 @@ def volume(raw, index, vendor_installed):
     # the syntax first, then whether the client installed can take them
     ports = [(key, multipath(raw[key], key, what)) for key in ("remoteports", "localports")
              if raw.get(key) not in (None, "")]
-    if ports and not vendor_installed:
+    if ports and not set(k for k, _v in ports) <= caps.OPTION_SETS[client]["options"]:
         raise MountInputError("%s: %s is an option of the vendor NFS client, which is not the client installed for "
                               "the running kernel (/etc/gpufabric/vendor_nfs.json has no record of it): the in-tree "
                               "client refuses the mount" % (what, " and ".join(k for k, _v in ports)))

@@ -51,7 +51,11 @@ options:
         type: str
         default: "4.2"
       nconnect:
-        description: Transport connections per server (1..16). Not given when omitted.
+        description:
+          - Transport connections per server - 1..16 with the kernel's client, 1..64 with the vendor client (its
+            examples use 32). Not given when omitted.
+          - The kernel's client before 6.9 ignores it for NFSv4 over RDMA and does not show it in mountinfo; the
+            volume then lists it in C(not_effective) as C(not_applicable) with the reason, and it is not drift.
         type: int
       port:
         description: The server's NFS over RDMA port.
@@ -70,8 +74,9 @@ options:
         elements: str
         default: []
       remoteports:
-        description: The vendor client's server addresses (C(~)-separated IPv4 addresses or C(A-B) ranges).
-          Refused unless the vendor client is the one installed for the running kernel.
+        description: The vendor client's server addresses (C(~)-separated IPv4 addresses or C(A-B) ranges, or
+          C(dns) for every address the server name resolves to). Refused unless the vendor client is the one
+          installed for the running kernel.
         type: str
       localports:
         description: The vendor client's local ports (C(~)-separated IPv4 addresses, C(A-B) ranges or interface

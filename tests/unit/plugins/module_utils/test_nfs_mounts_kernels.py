@@ -152,3 +152,37 @@ def test_sim_refuses_an_address_of_the_other_family(what, options):
 
 def test_sim_shows_tcp6_for_ipv6_without_proto():
     assert ",proto=tcp6," in mount_line(120, "[fd00::1]:/x", "/mnt/x", "nfs", "vers=4.1")
+
+
+# --- 3. the vendor client's option set ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("change", [{"nconnect": 32}, {"nconnect": 64}, {"remoteports": "dns"},
+                                    {"remoteports": "dns", "localports": "ens1np0~ens2np0", "nconnect": 32}])
+def test_vendor_options_accepted_with_the_vendor_client(change):
+    (v,) = nm.plan({"volumes": [dict(VOL, **change)]}, vendor_installed=True)["volumes"]
+    for key, value in change.items():
+        assert ",%s=%s" % (key, value) in v["unit_text"]
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"nconnect": 32}, "in-tree NFS client's bound; the vendor client's is 64"),
+    ({"remoteports": "dns"}, "vendor NFS client"),
+])
+def test_vendor_options_refused_with_the_in_tree_client(change, match):
+    with pytest.raises(nm.MountInputError, match=match):
+        nm.plan({"volumes": [dict(VOL, **change)]}, vendor_installed=False)
+    with pytest.raises(nm.MountInputError, match=match):
+        nm.plan({"volumes": [dict(VOL, **change)], "vendor_client": "in_tree"}, vendor_installed=True)
+
+
+@pytest.mark.parametrize("key,value", [("nconnect", 65), ("nconnect", 0), ("remoteports", "DNS"),
+                                       ("remoteports", "dns~10.0.0.1")])
+def test_vendor_option_set_has_bounds(key, value):
+    with pytest.raises(nm.MountInputError):
+        nm.plan({"volumes": [dict(VOL, **{key: value})]}, vendor_installed=True)
+
+
+def test_option_sets_are_separate():
+    assert caps.nconnect_max("in_tree") == 16 and caps.nconnect_max("vendor") == 64
+    assert caps.OPTION_SETS["in_tree"]["options"] == frozenset()
+    assert caps.OPTION_SETS["vendor"]["options"] == {"remoteports", "localports"}
