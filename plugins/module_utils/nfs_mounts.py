@@ -47,6 +47,9 @@ DEFAULT_VERS = "4.2"
 DEFAULT_AFTER = (APPLIER_UNIT,)
 DEFAULT_BEFORE = ("remote-fs.target",)
 VERSIONS = ("3", "4", "4.0", "4.1", "4.2")
+# the kernel's version flags beside vers= (fs/nfs/fs_context.c: v2, v3, v4, v4.0, v4.1, v4.2, all Opt_v, the last
+# one given wins): folded into the one vers= the unit writes, never written themselves
+VERSION_FLAGS = {"v2": "2", "v3": "3", "v4": "4", "v4.0": "4.0", "v4.1": "4.1", "v4.2": "4.2"}
 NCONNECT_MAX = caps.nconnect_max(caps.IN_TREE)     # the kernel's NFS_MAX_CONNECTIONS; the vendor's: OPTION_SETS
 UNIT_NAME_MAX = 255
 VENDOR_CLIENT = ("auto", "required", "in_tree")
@@ -158,6 +161,27 @@ def option(text, what):
     return name, (value if sep else None)
 
 
+def version(given, flags, what):
+    """The one NFS version of a volume: ``vers`` (None: not given) and the version flags of its options (``v3``,
+    ``v4.1``...) must agree (``4`` with one 4.x gives that 4.x); default 4.2. A contradiction is refused: the kernel
+    would take the last one, and the check would compare with another."""
+    stated = ([("vers=%s" % given, str(given))] if given is not None else []) + \
+        [(f, VERSION_FLAGS[f.lower()]) for f in flags]
+    for text, v in stated:
+        if v not in VERSIONS:
+            raise MountInputError("%s: %s must be one of %s (got %r); NFS over RDMA needs NFSv3 or NFSv4.x"
+                                  % (what, "vers" if text.startswith("vers=") else "the version of option " + text,
+                                     ", ".join(VERSIONS), v))
+    if not stated:
+        return DEFAULT_VERS
+    values = set(v for _t, v in stated)
+    specific = values - {"4"}
+    if len(specific) > 1 or ("4" in values and specific and not list(specific)[0].startswith("4.")):
+        raise MountInputError("%s: %s contradict each other: give one NFS version (vers, or one version flag)"
+                              % (what, " and ".join(t for t, _v in stated)))
+    return specific.pop() if specific else "4"
+
+
 def _ipv4(text):
     try:
         return ipaddress.IPv4Address(text)
@@ -230,10 +254,22 @@ def volume(raw, index, vendor_installed):
         export = inputs.safe_path(raw["export"], "%s export" % what)
     except inputs.InputError as e:
         raise MountInputError(str(e))
-    vers = str(raw.get("vers") if raw.get("vers") is not None else DEFAULT_VERS)
-    if vers not in VERSIONS:
-        raise MountInputError("%s: vers must be one of %s (got %r); NFS over RDMA needs NFSv3 or NFSv4.x"
-                              % (what, ", ".join(VERSIONS), raw.get("vers")))
+    extra = raw.get("options") or []
+    if not isinstance(extra, list):
+        raise MountInputError("%s: options must be a list of mount options (got %r)" % (what, extra))
+    more, flags, seen = [], [], set()
+    for i, text in enumerate(extra):
+        name, value = option(text, "%s options[%d]" % (what, i))
+        if name in seen:
+            raise MountInputError("%s: option %s is given twice" % (what, name))
+        seen.add(name)
+        if name.lower() in VERSION_FLAGS:
+            if value is not None:
+                raise MountInputError("%s: option %r: the version flag %s takes no value" % (what, text, name))
+            flags.append(name)
+        else:
+            more.append((name, value))
+    vers = version(raw.get("vers"), flags, what)
     port = _int(raw.get("port") if raw.get("port") is not None else RDMA_PORT, "%s port" % what, 1, 65535)
     nconnect = raw.get("nconnect")
     if nconnect is not None:
@@ -246,16 +282,6 @@ def volume(raw, index, vendor_installed):
     opts = [("proto", proto), ("port", str(port)), ("vers", vers)]
     if nconnect is not None:
         opts.append(("nconnect", str(nconnect)))
-    extra = raw.get("options") or []
-    if not isinstance(extra, list):
-        raise MountInputError("%s: options must be a list of mount options (got %r)" % (what, extra))
-    more, seen = [], set(k for k, _v in opts)
-    for i, text in enumerate(extra):
-        name, value = option(text, "%s options[%d]" % (what, i))
-        if name in seen:
-            raise MountInputError("%s: option %s is given twice" % (what, name))
-        seen.add(name)
-        more.append((name, value))
     # the syntax first, then whether the client installed can take them
     ports = [(key, multipath(raw[key], key, what)) for key in ("remoteports", "localports")
              if raw.get(key) not in (None, "")]

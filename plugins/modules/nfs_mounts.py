@@ -47,9 +47,12 @@ options:
           present.
         type: str
       vers:
-        description: The NFS version - C(3), C(4) (the kernel negotiates 4.x), C(4.0), C(4.1) or C(4.2).
+        description:
+          - The NFS version - C(3), C(4) (the kernel negotiates 4.x), C(4.0), C(4.1) or C(4.2); C(4.2) when neither
+            this nor a version flag in O(volumes[].options) gives one.
+          - The kernel's version flags in O(volumes[].options) (C(v3), C(v4), C(v4.0), C(v4.1), C(v4.2)) are folded
+            into this one version; flags or a C(vers) that contradict each other are refused.
         type: str
-        default: "4.2"
       nconnect:
         description:
           - Transport connections per server - 1..16 with the kernel's client, 1..64 with the vendor client (its

@@ -186,3 +186,39 @@ def test_option_sets_are_separate():
     assert caps.nconnect_max("in_tree") == 16 and caps.nconnect_max("vendor") == 64
     assert caps.OPTION_SETS["in_tree"]["options"] == frozenset()
     assert caps.OPTION_SETS["vendor"]["options"] == {"remoteports", "localports"}
+
+
+# --- 4. the kernel's version flags beside vers= ------------------------------------------------------------
+
+@pytest.mark.parametrize("vers,flags,want", [
+    (None, ["v3"], "3"), (None, ["v4.1"], "4.1"), (None, ["v4"], "4"), (None, ["v4.0"], "4.0"), (None, [], "4.2"),
+    ("4.1", ["v4.1"], "4.1"), ("4", ["v4.2"], "4.2"), ("4.2", ["v4"], "4.2"), ("3", ["v3"], "3"),
+    (None, ["v4", "v4.1"], "4.1"),
+])
+def test_version_flags_fold_into_one_vers(tmp_path, vers, flags, want):
+    vol = dict(VOL, options=["hard"] + flags)
+    vol.pop("vers")
+    if vers is not None:
+        vol["vers"] = vers
+    (v,) = nm.plan({"volumes": [vol]}, vendor_installed=False)["volumes"]
+    assert v["vers"] == want and v["extra_options"] == [("hard", None)]
+    options = [line for line in v["unit_text"].splitlines() if line.startswith("Options=")][0]
+    assert options == "Options=proto=rdma,port=20049,vers=%s,hard" % want
+    node = new_node(tmp_path)
+    res = apply(node, [vol])          # mounted as planned, read back without "still differ"
+    assert res["status"]["status"] == "ok" and res["volumes"][0]["vers"] == ("4.2" if want == "4" else want)
+
+
+@pytest.mark.parametrize("vers,flags,match", [
+    ("4.2", ["v3"], "vers=4.2 and v3 contradict"), ("4.1", ["v4.2"], "contradict"),
+    (None, ["v3", "v4.1"], "contradict"),
+    ("3", ["v4"], "contradict"), (None, ["v4.0", "v4.1"], "contradict"), (None, ["v2"], "option v2"),
+    (None, ["v4.1=1"], "takes no value"), (None, ["v3", "v3"], "twice"),
+])
+def test_contradicting_versions_are_refused_before_anything(vers, flags, match):
+    vol = dict(VOL, options=flags)
+    vol.pop("vers")
+    if vers is not None:
+        vol["vers"] = vers
+    with pytest.raises(nm.MountInputError, match=match):
+        nm.plan({"volumes": [vol]}, vendor_installed=False)
