@@ -23,7 +23,9 @@ description:
     C(rpcrdma) has the srcversion recorded for the running kernel in C(/etc/gpufabric/vendor_nfs.json).
   - A volume that is not mounted, mounted over TCP or from another source is drift; the fix mounts it
     (C(systemctl start)) or mounts it again (C(systemctl restart)) and reads mountinfo back, failing when the
-    mount still differs. A volume with O(volumes[].state=absent) is unmounted, disabled and its unit removed.
+    mount still differs. A volume with O(volumes[].state=absent) is unmounted, disabled and its unit removed when
+    the unit is one this module wrote (its header); an admin's own unit, a masked one or a mount with no unit of the
+    module's is left alone, and the volume says so (C(ownership=not_ours), C(ownership_reason)).
   - Every value is validated for the unit file before anything is touched; a mount point that C(/etc/fstab) also
     names is refused. Returns the concern C(nfs_mounts) (see C(docs/concerns.md)).
 author:
@@ -86,7 +88,7 @@ options:
           names). Refused unless the vendor client is the one installed for the running kernel.
         type: str
       state:
-        description: C(absent) unmounts the volume and removes its unit.
+        description: C(absent) unmounts the volume and removes its unit - only a unit this module wrote.
         type: str
         choices: [present, absent]
         default: present

@@ -4,6 +4,8 @@ before 6.9, IPv6 servers (rdma6), the vendor client's option set, the kernel's v
 that are not the collection's."""
 from __future__ import absolute_import, division, print_function
 
+import os
+
 import pytest
 
 from nfs_kernel import mount_line, new_node, nfs_line
@@ -222,3 +224,60 @@ def test_contradicting_versions_are_refused_before_anything(vers, flags, match):
         vol["vers"] = vers
     with pytest.raises(nm.MountInputError, match=match):
         nm.plan({"volumes": [vol]}, vendor_installed=False)
+
+
+# --- 5. state: absent touches only the collection's own units ----------------------------------------------
+
+SCRATCH = ("[Unit]\nDescription=Local scratch\n\n[Mount]\nWhat=/dev/nvme1n1\nWhere=/scratch\nType=xfs\n\n"
+           "[Install]\nWantedBy=local-fs.target\n")
+XFS = "140 22 259:5 / /scratch rw,relatime shared:40 - xfs /dev/nvme1n1 rw,attr2,inode64,noquota\n"
+
+
+def admin_units(node):
+    """An admin's own xfs scratch.mount, enabled and mounted, and a masked srv-old.mount."""
+    unit_dir = node.p("etc/systemd/system")
+    os.makedirs(os.path.join(unit_dir, "local-fs.target.wants"))
+    with open(os.path.join(unit_dir, "scratch.mount"), "w") as f:
+        f.write(SCRATCH)
+    os.symlink("/etc/systemd/system/scratch.mount", os.path.join(unit_dir, "local-fs.target.wants/scratch.mount"))
+    os.symlink("/dev/null", os.path.join(unit_dir, "srv-old.mount"))
+    node.write_mountinfo(node.mountinfo() + XFS)
+    return unit_dir
+
+
+def test_absent_leaves_units_that_are_not_ours_alone(tmp_path):
+    node = new_node(tmp_path)
+    unit_dir = admin_units(node)
+    before = node.mountinfo()
+    vols = [{"path": "/scratch", "state": "absent"}, {"path": "/srv/old", "state": "absent"}]
+    for check_mode in (True, False):
+        res = apply(node, vols, check_mode)
+        assert not res["changed"] and res["items"] == [] and res["actions"] == []
+        assert res["status"]["status"] == "ok" and "not ours" in res["status"]["reason"]
+    assert node.verbs() == [] and node.mountinfo() == before
+    assert os.readlink(os.path.join(unit_dir, "srv-old.mount")) == "/dev/null"
+    with open(os.path.join(unit_dir, "scratch.mount")) as f:
+        assert f.read() == SCRATCH
+    assert os.path.islink(os.path.join(unit_dir, "local-fs.target.wants/scratch.mount"))
+    scratch, old = res["volumes"]
+    assert scratch["ownership"] == "not_ours" and "header" in scratch["ownership_reason"]
+    assert old["ownership"] == "not_ours" and "masked" in old["ownership_reason"]
+    doc = evaluate(node, vols)
+    assert doc["status"] == "ok" and "/scratch (absent): not ours" in doc["reason"]
+
+
+def test_absent_leaves_a_mount_without_our_unit_alone(tmp_path):
+    node = new_node(tmp_path)
+    node.write_mountinfo(node.mountinfo() + nfs_line(130, "/mnt/nfs-rdma", SRC, "4.1"))
+    res = apply(node, [{"path": "/mnt/nfs-rdma", "state": "absent"}])
+    assert not res["changed"] and node.verbs() == [] and "/mnt/nfs-rdma" in node.mountinfo()
+    assert res["volumes"][0]["ownership"] == "not_ours"
+
+
+def test_absent_still_removes_our_own_unit(tmp_path):
+    node = new_node(tmp_path)
+    apply(node, [VOL])
+    node.calls = []
+    res = apply(node, [{"path": "/mnt/nfs-rdma", "state": "absent"}])
+    assert res["status"]["corrected"] and node.verbs() == ["stop", "disable", "daemon-reload"]
+    assert not os.path.exists(node.p(UNIT_PATH)) and "/mnt/nfs-rdma" not in node.mountinfo()
