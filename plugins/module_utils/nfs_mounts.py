@@ -9,6 +9,9 @@ mount unit ``<systemd-escape --path PATH>.mount``:
 
 - ``What=<server>:<export>`` (an IPv6 server in brackets), ``Where=<path>``, ``Type=nfs``;
 - ``Options=proto=rdma,port=20049,vers=<vers>[,nconnect=N][,remoteports=...,localports=...][,<options>]``;
+  ``proto=rdma6`` for an IPv6 server address (nfs-utils takes the address family from the netid: ``rdma`` is IPv4
+  only, so a host name is looked up as IPv4; give the IPv6 address to mount over IPv6), and the kernel shows the
+  netid it uses (``rdma6``, ``tcp6``: ``rpc_peeraddr2str(RPC_DISPLAY_NETID)`` in nfs_show_mount_options);
 - ``After=`` the boot-time applier (``gpufabric-apply.service``: lossless class, ToS and rail routes in place before
   the first RPC) and network-online.target, ``Before=`` the targets workloads wait for (default remote-fs.target),
   ``WantedBy=remote-fs.target``.
@@ -17,9 +20,11 @@ Values are refused, never escaped: paths are ``inputs.safe_path`` (portable char
 name, an IPv4 or an IPv6 address (no zone: ``%`` is a systemd specifier), an option is ``name`` or ``name=value``
 with no comma, white space, quote, backslash, ``%`` or control character, and the options the module owns
 (``proto``, ``port``, ``vers``...) cannot be given again. The vendor client's multipath options (``remoteports``,
-``localports``; VAST's syntax: ``~``-separated addresses or ``A-B`` ranges, interface names for localports) are
-accepted only when the vendor client is the one installed for the running kernel (``/etc/gpufabric/vendor_nfs.json``,
-written by ``vendor_nfs_build``): the in-tree client refuses unknown options at mount time.
+``localports``; VAST's syntax: ``~``-separated addresses or ``A-B`` ranges, interface names for localports,
+``remoteports=dns``) and an ``nconnect`` above the kernel's 16 are accepted only when the vendor client is the one
+installed for the running kernel (``/etc/gpufabric/vendor_nfs.json``, written by ``vendor_nfs_build``; its option
+set: ``nfs_client_caps.OPTION_SETS``): the in-tree client refuses unknown options and more connections at mount
+time.
 
 Plain Python: no Ansible imports. This file is private to the collection: no stable API is promised.
 """
@@ -32,6 +37,7 @@ import ipaddress
 import re
 
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils import nfs_client_caps as caps
 
 CONCERN = "nfs_mounts"
 UNIT_DIR = "/etc/systemd/system"
@@ -41,7 +47,10 @@ DEFAULT_VERS = "4.2"
 DEFAULT_AFTER = (APPLIER_UNIT,)
 DEFAULT_BEFORE = ("remote-fs.target",)
 VERSIONS = ("3", "4", "4.0", "4.1", "4.2")
-NCONNECT_MAX = 16          # the kernel's NFS_MAX_CONNECTIONS
+# the kernel's version flags beside vers= (fs/nfs/fs_context.c: v2, v3, v4, v4.0, v4.1, v4.2, all Opt_v, the last
+# one given wins): folded into the one vers= the unit writes, never written themselves
+VERSION_FLAGS = {"v2": "2", "v3": "3", "v4": "4", "v4.0": "4.0", "v4.1": "4.1", "v4.2": "4.2"}
+NCONNECT_MAX = caps.nconnect_max(caps.IN_TREE)     # the kernel's NFS_MAX_CONNECTIONS; the vendor's: OPTION_SETS
 UNIT_NAME_MAX = 255
 VENDOR_CLIENT = ("auto", "required", "in_tree")
 HEADER = "# Managed by gpufabric.node (nfs_mounts): do not edit, rerun the storage_mounts role.\n"
@@ -130,6 +139,12 @@ def server_source(server, what):
     return name.lower()
 
 
+def netid(transport, host):
+    """The netid of ``transport`` (rdma, tcp) to server ``host`` (as ``server_source`` gives it): ``rdma6``/``tcp6``
+    for an IPv6 address, which nfs-utils and the kernel's mountinfo spell that way."""
+    return transport + "6" if host.startswith("[") else transport
+
+
 def option(text, what):
     """``(name, value or None)`` of one extra mount option ``name`` or ``name=value``."""
     if not isinstance(text, str) or not text:
@@ -146,6 +161,27 @@ def option(text, what):
     return name, (value if sep else None)
 
 
+def version(given, flags, what):
+    """The one NFS version of a volume: ``vers`` (None: not given) and the version flags of its options (``v3``,
+    ``v4.1``...) must agree (``4`` with one 4.x gives that 4.x); default 4.2. A contradiction is refused: the kernel
+    would take the last one, and the check would compare with another."""
+    stated = ([("vers=%s" % given, str(given))] if given is not None else []) + \
+        [(f, VERSION_FLAGS[f.lower()]) for f in flags]
+    for text, v in stated:
+        if v not in VERSIONS:
+            raise MountInputError("%s: %s must be one of %s (got %r); NFS over RDMA needs NFSv3 or NFSv4.x"
+                                  % (what, "vers" if text.startswith("vers=") else "the version of option " + text,
+                                     ", ".join(VERSIONS), v))
+    if not stated:
+        return DEFAULT_VERS
+    values = set(v for _t, v in stated)
+    specific = values - {"4"}
+    if len(specific) > 1 or ("4" in values and specific and not list(specific)[0].startswith("4.")):
+        raise MountInputError("%s: %s contradict each other: give one NFS version (vers, or one version flag)"
+                              % (what, " and ".join(t for t, _v in stated)))
+    return specific.pop() if specific else "4"
+
+
 def _ipv4(text):
     try:
         return ipaddress.IPv4Address(text)
@@ -154,17 +190,21 @@ def _ipv4(text):
 
 
 def multipath(value, key, what):
-    """A VAST multipath list: ``~``-separated IPv4 addresses or ``A-B`` ranges (localports: also interface names)."""
+    """A VAST multipath list: ``~``-separated IPv4 addresses or ``A-B`` ranges (localports: also interface names);
+    ``remoteports=dns``: every address the server's name resolves to."""
     if not isinstance(value, str) or not value:
         raise MountInputError("%s: %s must be a non-empty string (got %r)" % (what, key, value))
+    if key == "remoteports" and value == "dns":
+        return value
     for item in value.split("~"):
         lo, sep, hi = item.partition("-")
         if sep and _ipv4(lo) is not None:
             if _ipv4(hi) is None or _ipv4(hi) < _ipv4(lo):
                 raise MountInputError("%s: %s item %r is not an IPv4 range A-B with A <= B" % (what, key, item))
         elif _ipv4(item) is None and not (key == "localports" and _IFNAME.match(item)):
-            raise MountInputError("%s: %s item %r is not an IPv4 address%s or an A-B range (items separated by '~')"
-                                  % (what, key, item, " or an interface name" if key == "localports" else ""))
+            raise MountInputError("%s: %s item %r is not an IPv4 address%s or an A-B range (items separated by '~'%s)"
+                                  % (what, key, item, " or an interface name" if key == "localports" else "",
+                                     "; or dns alone" if key == "remoteports" else ""))
     return value
 
 
@@ -183,7 +223,9 @@ def _int(value, what, lo, hi):
 # --- the plan ------------------------------------------------------------------------------------------------
 
 def volume(raw, index, vendor_installed):
-    """One validated volume with its rendered ``unit``, ``unit_path``-less name, ``source`` and ``options``."""
+    """One validated volume with its rendered ``unit``, ``unit_path``-less name, ``source`` and ``options``.
+    ``vendor_installed``: the vendor client is the one in use, so its option set applies (``nfs_client_caps``)."""
+    client = caps.VENDOR if vendor_installed else caps.IN_TREE
     if not isinstance(raw, dict):
         raise MountInputError("volumes[%d] must be a mapping (got %r)" % (index, raw))
     unknown = sorted(set(raw) - set(VOLUME_KEYS))
@@ -212,36 +254,43 @@ def volume(raw, index, vendor_installed):
         export = inputs.safe_path(raw["export"], "%s export" % what)
     except inputs.InputError as e:
         raise MountInputError(str(e))
-    vers = str(raw.get("vers") if raw.get("vers") is not None else DEFAULT_VERS)
-    if vers not in VERSIONS:
-        raise MountInputError("%s: vers must be one of %s (got %r); NFS over RDMA needs NFSv3 or NFSv4.x"
-                              % (what, ", ".join(VERSIONS), raw.get("vers")))
-    port = _int(raw.get("port") if raw.get("port") is not None else RDMA_PORT, "%s port" % what, 1, 65535)
-    nconnect = raw.get("nconnect")
-    if nconnect is not None:
-        nconnect = _int(nconnect, "%s nconnect" % what, 1, NCONNECT_MAX)
-    opts = [("proto", "rdma"), ("port", str(port)), ("vers", vers)]
-    if nconnect is not None:
-        opts.append(("nconnect", str(nconnect)))
     extra = raw.get("options") or []
     if not isinstance(extra, list):
         raise MountInputError("%s: options must be a list of mount options (got %r)" % (what, extra))
-    more, seen = [], set(k for k, _v in opts)
+    more, flags, seen = [], [], set()
     for i, text in enumerate(extra):
         name, value = option(text, "%s options[%d]" % (what, i))
         if name in seen:
             raise MountInputError("%s: option %s is given twice" % (what, name))
         seen.add(name)
-        more.append((name, value))
+        if name.lower() in VERSION_FLAGS:
+            if value is not None:
+                raise MountInputError("%s: option %r: the version flag %s takes no value" % (what, text, name))
+            flags.append(name)
+        else:
+            more.append((name, value))
+    vers = version(raw.get("vers"), flags, what)
+    port = _int(raw.get("port") if raw.get("port") is not None else RDMA_PORT, "%s port" % what, 1, 65535)
+    nconnect = raw.get("nconnect")
+    if nconnect is not None:
+        top = caps.nconnect_max(client)
+        nconnect = _int(nconnect, "%s nconnect (the %s NFS client's bound%s)"
+                        % (what, "vendor" if client == caps.VENDOR else "in-tree",
+                           "" if client == caps.VENDOR else
+                           "; the vendor client's is %d" % caps.nconnect_max(caps.VENDOR)), 1, top)
+    proto = netid("rdma", host)
+    opts = [("proto", proto), ("port", str(port)), ("vers", vers)]
+    if nconnect is not None:
+        opts.append(("nconnect", str(nconnect)))
     # the syntax first, then whether the client installed can take them
     ports = [(key, multipath(raw[key], key, what)) for key in ("remoteports", "localports")
              if raw.get(key) not in (None, "")]
-    if ports and not vendor_installed:
+    if ports and not set(k for k, _v in ports) <= caps.OPTION_SETS[client]["options"]:
         raise MountInputError("%s: %s is an option of the vendor NFS client, which is not the client installed for "
                               "the running kernel (/etc/gpufabric/vendor_nfs.json has no record of it): the in-tree "
                               "client refuses the mount" % (what, " and ".join(k for k, _v in ports)))
     opts.extend(ports + more)
-    out.update(server=host, export=export, source="%s:%s" % (host, export), vers=vers, port=port,
+    out.update(server=host, export=export, source="%s:%s" % (host, export), vers=vers, port=port, proto=proto,
                nconnect=nconnect, options=opts, extra_options=more, remoteports=raw.get("remoteports") or None,
                localports=raw.get("localports") or None)
     return out

@@ -14,8 +14,9 @@ desired}``):
   group or others, since systemd runs it as root at boot) and its enablement (``unit_file_state``: ``enabled``);
 - the mount, from the last mountinfo entry at the mount point (the one on top): ``mounted``, ``fstype`` (``nfs4``
   for NFSv4.x, ``nfs`` for v3), ``source`` (``server:/export`` as the kernel shows it), the super options
-  ``proto`` (``rdma``), ``port``, ``vers`` (a wanted ``4`` accepts any negotiated 4.x), ``nconnect`` (the kernel
-  prints it only when it was given) and, when given, ``remoteports``/``localports``;
+  ``proto`` (``rdma``, ``rdma6`` for an IPv6 server), ``port``, ``vers`` (a wanted ``4`` accepts any negotiated
+  4.x), ``nconnect`` (the kernel prints it only when the client got it: not over RDMA for NFSv4 before 6.9, see
+  ``nfs_client_caps``; a volume's ``not_effective`` lists it then) and, when given, ``remoteports``/``localports``;
 - the volume's extra ``options``, each by the state the kernel shows for it (``nfs_mount_options``: ``hard``,
   ``noatime``, ``timeo=``, ...; key ``option:<name>``); options the kernel keeps no record of, or that this model
   does not know, are listed in the volume's ``options_not_compared``, never taken as matching;
@@ -24,7 +25,10 @@ desired}``):
   ``/etc/gpufabric/vendor_nfs.json``; otherwise the in-tree stack carries the mount (``vendor_nfs_proof`` stage
   running, ``nvfs._vendor_checks`` make the same reading).
 
-An absent volume is drift while its unit file exists or something is mounted at its path. A mount point that
+An absent volume is drift while the unit the collection wrote for it (its header, ``ownership``) exists or is
+mounted. A unit at that path that is not the collection's (an admin's own, a mask linking to ``/dev/null``) or a
+mount with no unit of the collection's behind it is left alone, and the volume says so (``ownership: not_ours``,
+``ownership_reason``; the concern's reason when nothing else differs). A mount point that
 ``/etc/fstab`` also names is refused before anything is touched (two definitions of one mount).
 
 The fix writes the units (``persist.write_atomic``: root-owned, fsync of file and directory), runs ``systemctl
@@ -46,9 +50,10 @@ import os
 import stat
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, persist
+from ansible_collections.gpufabric.node.plugins.module_utils import nfs_client_caps as caps
 from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mount_options as mount_options
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import BUNDLE_PARAM, STATE_FILE
-from ansible_collections.gpufabric.node.plugins.module_utils.nfs_mounts import CONCERN, MountInputError, plan
+from ansible_collections.gpufabric.node.plugins.module_utils.nfs_mounts import CONCERN, HEADER, MountInputError, plan
 from ansible_collections.gpufabric.node.plugins.module_utils.nvfs_parse import parse_mountinfo, parse_proc_mounts
 
 MOUNTINFO = "/proc/self/mountinfo"
@@ -171,22 +176,62 @@ def _item(obj, key, current, desired):
     return {"concern": CONCERN, "object": obj, "key": key, "current": current, "desired": desired}
 
 
-def mount_items(vol, obs, client, vendor_wanted, option_items=()):
+def ownership(sysroot, vol, obs):
+    """Whose the mount unit at an absent volume's path is: ``(ours|not_ours|none, reason)``. Ours is a regular file
+    that starts with the header the plan writes (``nfs_mounts.HEADER``); a link (a masked unit: ``/dev/null``) or an
+    admin's own unit is not ours, and neither is a mount with no unit of ours behind it. Only ours is stopped,
+    disabled and removed."""
+    real = sysroot.path(vol["unit_path"])
+    try:
+        st = os.lstat(real)
+    except OSError:
+        st = None
+    if st is None:
+        if obs["mounted"]:
+            return "not_ours", ("%s is mounted (%s) but %s does not exist: not a unit the collection wrote, left "
+                                "alone" % (vol["path"], obs.get("fstype"), vol["unit_path"]))
+        return "none", None
+    if not stat.S_ISREG(st.st_mode):
+        what = "a link to %s (masked)" % os.readlink(real) if stat.S_ISLNK(st.st_mode) else "not a regular file"
+        return "not_ours", "%s is %s: not a unit the collection wrote, left alone" % (vol["unit_path"], what)
+    fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        head = f.read(len(HEADER))
+    if head != HEADER.encode("utf-8"):
+        return "not_ours", ("%s has no '%s' header: an admin's own unit, left alone (remove it by hand if it is to go)"
+                            % (vol["unit_path"], HEADER.strip()))
+    return "ours", None
+
+
+def not_effective(vol, obs, client):
+    """The volume's settings the client in use ignores, so the mount cannot show them (``nfs_client_caps``):
+    ``[{key, option, status: not_applicable|not_checked, reason}]``. A mount that shows them is judged as usual."""
+    if vol["state"] != "present" or not obs["mounted"] or vol["nconnect"] is None or obs.get("nconnect") is not None:
+        return []
+    effect, why = caps.nconnect_effect(client["kernel_release"], vol["vers"], obs.get("proto"), client["in_use"])
+    if effect:
+        return []
+    return [{"key": "nconnect", "option": "nconnect=%d" % vol["nconnect"], "reason": why,
+             "status": concerns.NOT_APPLICABLE if effect is False else concerns.NOT_CHECKED}]
+
+
+def mount_items(vol, obs, client, vendor_wanted, option_items=(), skip=(), owned=True):
     """The items of one volume's mount; ``option_items`` are its extra options the mount shows otherwise
-    (``nfs_mount_options.judge``)."""
+    (``nfs_mount_options.judge``); ``skip``: keys the client in use cannot show (``not_effective``); ``owned``: an
+    absent volume's unit is the collection's (``ownership``)."""
     path = vol["path"]
     if vol["state"] == "absent":
-        return [_item(path, "mounted", "mounted", "absent")] if obs["mounted"] else []
+        return [_item(path, "mounted", "mounted", "absent")] if obs["mounted"] and owned else []
     if not obs["mounted"]:
         return [_item(path, "mounted", "absent", "mounted")]
-    want = {"fstype": "nfs" if vol["vers"] == "3" else "nfs4", "source": vol["source"], "proto": "rdma",
+    want = {"fstype": "nfs" if vol["vers"] == "3" else "nfs4", "source": vol["source"], "proto": vol["proto"],
             "port": str(vol["port"]), "vers": vol["vers"],
             "nconnect": str(vol["nconnect"]) if vol["nconnect"] is not None else None,
             "remoteports": vol["remoteports"], "localports": vol["localports"]}
     out = []
     for key in MOUNT_KEYS:
         cur = obs.get(key)
-        if key in ("remoteports", "localports") and want[key] is None:
+        if key in skip or (key in ("remoteports", "localports") and want[key] is None):
             continue
         if key == "vers" and vol["vers"] == "4" and (cur or "").startswith("4"):
             continue
@@ -200,11 +245,11 @@ def mount_items(vol, obs, client, vendor_wanted, option_items=()):
     return out
 
 
-def unit_items(sysroot, run, systemctl, vol):
+def unit_items(sysroot, run, systemctl, vol, owned=True):
+    if vol["state"] == "absent":
+        return [_item(vol["unit_path"], "content", "present", "absent")] if owned else []
     real = sysroot.path(vol["unit_path"])
     text = sysroot.read_raw(vol["unit_path"])
-    if vol["state"] == "absent":
-        return [_item(vol["unit_path"], "content", "present", "absent")] if os.path.lexists(real) else []
     out = []
     if text is None:
         out.append(_item(vol["unit_path"], "content", "missing", "managed"))
@@ -238,10 +283,14 @@ def survey(sysroot, run, desired, systemctl=None):
         obs = observe(mounts, v["path"], entry)
         differ, unchecked = (mount_options.judge(v.get("extra_options") or [], entry) if entry is not None
                              else ([], []))
-        mi = mount_items(v, obs, client, p["vendor_wanted"], differ)
-        ui = unit_items(sysroot, run, systemctl, v)
+        ignored = not_effective(v, obs, client)
+        owner, why = ownership(sysroot, v, obs) if v["state"] == "absent" else ("ours", None)
+        mi = mount_items(v, obs, client, p["vendor_wanted"], differ, set(n["key"] for n in ignored),
+                         owner == "ours")
+        ui = unit_items(sysroot, run, systemctl, v, owner == "ours")
         vols.append(dict(obs, unit=v["unit"], state=v["state"], desired_source=v.get("source"),
-                         ok=not (mi or ui), options_not_compared=unchecked))
+                         ok=not (mi or ui), options_not_compared=unchecked, not_effective=ignored,
+                         ownership=owner, ownership_reason=why))
         items.extend(ui + mi)
     return {"plan": p, "client": client, "volumes": vols, "items": items, "mounts_source": source,
             "nfs_mounts": nfs_mounts(mounts)}
@@ -255,7 +304,19 @@ def evaluate(sysroot, run, desired, systemctl=None):
         return concerns.error(CONCERN, str(e))
     if not s["plan"]["volumes"]:
         return concerns.status(concerns.NOT_APPLICABLE, NO_VOLUMES)
-    return concerns.from_items(CONCERN, s["items"], True)
+    return concerns.from_items(CONCERN, s["items"], True, _notes(s["volumes"], s["items"]))
+
+
+def _notes(volumes, items):
+    """The reason an ok concern carries when a volume asks for something its client ignores (None: nothing, or
+    items to report: their reason comes first)."""
+    if items:
+        return None
+    notes = ["%s %s: %s: %s" % (v["path"], n["option"], n["status"], n["reason"])
+             for v in volumes for n in v.get("not_effective") or []]
+    notes += ["%s (absent): not ours: %s" % (v["path"], v["ownership_reason"])
+              for v in volumes if v.get("ownership") == "not_ours"]
+    return "; ".join(notes) or None
 
 
 # --- fixing -----------------------------------------------------------------------------------------------
@@ -275,7 +336,8 @@ def _fix(sysroot, run, systemctl, s, actions):
     reload_needed, remount = False, set()
     for v, obs in zip(s["plan"]["volumes"], s["volumes"]):
         if v["state"] == "absent":
-            if obs["mounted"]:
+            # only what the survey found to be ours is an item (ownership): an admin's unit or mask is left alone
+            if "mounted" in keys.get(v["path"], ()):
                 _systemctl(run, systemctl, actions, "stop", v["unit"])
             if "content" in keys.get(v["unit_path"], ()):
                 _systemctl(run, systemctl, actions, "disable", v["unit"])
@@ -333,7 +395,7 @@ def apply(sysroot, run, desired, check_mode, systemctl):
     if not s["plan"]["volumes"]:
         out["status"] = concerns.status(concerns.NOT_APPLICABLE, NO_VOLUMES)
     else:
-        out["status"] = concerns.from_items(CONCERN, out["items"], check_mode)
+        out["status"] = concerns.from_items(CONCERN, out["items"], check_mode, _notes(s["volumes"], out["items"]))
     return out
 
 
@@ -350,7 +412,9 @@ def _hint(items):
 
 def _diff(sysroot, s):
     before, after = [], []
-    for v in s["plan"]["volumes"]:
+    for v, seen in zip(s["plan"]["volumes"], s["volumes"]):
+        if seen.get("ownership") == "not_ours":
+            continue     # left alone: nothing of it changes
         cur = sysroot.read_raw(v["unit_path"])
         if cur is not None:
             before.append("# %s\n%s" % (v["unit_path"], cur))

@@ -24,7 +24,7 @@ VOLUME_SPEC = dict(
     path=dict(type="path", required=True),
     server=dict(type="str"),
     export=dict(type="str"),
-    vers=dict(type="str", default=nm.DEFAULT_VERS),
+    vers=dict(type="str"),
     nconnect=dict(type="int"),
     port=dict(type="int", default=nm.RDMA_PORT),
     options=dict(type="list", elements="str", default=[]),

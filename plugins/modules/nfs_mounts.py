@@ -23,7 +23,9 @@ description:
     C(rpcrdma) has the srcversion recorded for the running kernel in C(/etc/gpufabric/vendor_nfs.json).
   - A volume that is not mounted, mounted over TCP or from another source is drift; the fix mounts it
     (C(systemctl start)) or mounts it again (C(systemctl restart)) and reads mountinfo back, failing when the
-    mount still differs. A volume with O(volumes[].state=absent) is unmounted, disabled and its unit removed.
+    mount still differs. A volume with O(volumes[].state=absent) is unmounted, disabled and its unit removed when
+    the unit is one this module wrote (its header); an admin's own unit, a masked one or a mount with no unit of the
+    module's is left alone, and the volume says so (C(ownership=not_ours), C(ownership_reason)).
   - Every value is validated for the unit file before anything is touched; a mount point that C(/etc/fstab) also
     names is refused. Returns the concern C(nfs_mounts) (see C(docs/concerns.md)).
 author:
@@ -47,11 +49,18 @@ options:
           present.
         type: str
       vers:
-        description: The NFS version - C(3), C(4) (the kernel negotiates 4.x), C(4.0), C(4.1) or C(4.2).
+        description:
+          - The NFS version - C(3), C(4) (the kernel negotiates 4.x), C(4.0), C(4.1) or C(4.2); C(4.2) when neither
+            this nor a version flag in O(volumes[].options) gives one.
+          - The kernel's version flags in O(volumes[].options) (C(v3), C(v4), C(v4.0), C(v4.1), C(v4.2)) are folded
+            into this one version; flags or a C(vers) that contradict each other are refused.
         type: str
-        default: "4.2"
       nconnect:
-        description: Transport connections per server (1..16). Not given when omitted.
+        description:
+          - Transport connections per server - 1..16 with the kernel's client, 1..64 with the vendor client (its
+            examples use 32). Not given when omitted.
+          - The kernel's client before 6.9 ignores it for NFSv4 over RDMA and does not show it in mountinfo; the
+            volume then lists it in C(not_effective) as C(not_applicable) with the reason, and it is not drift.
         type: int
       port:
         description: The server's NFS over RDMA port.
@@ -70,15 +79,16 @@ options:
         elements: str
         default: []
       remoteports:
-        description: The vendor client's server addresses (C(~)-separated IPv4 addresses or C(A-B) ranges).
-          Refused unless the vendor client is the one installed for the running kernel.
+        description: The vendor client's server addresses (C(~)-separated IPv4 addresses or C(A-B) ranges, or
+          C(dns) for every address the server name resolves to). Refused unless the vendor client is the one
+          installed for the running kernel.
         type: str
       localports:
         description: The vendor client's local ports (C(~)-separated IPv4 addresses, C(A-B) ranges or interface
           names). Refused unless the vendor client is the one installed for the running kernel.
         type: str
       state:
-        description: C(absent) unmounts the volume and removes its unit.
+        description: C(absent) unmounts the volume and removes its unit - only a unit this module wrote.
         type: str
         choices: [present, absent]
         default: present

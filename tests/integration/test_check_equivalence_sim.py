@@ -143,8 +143,10 @@ def test_one_call_and_role_check_give_the_same_report(fleet, tmp_path):
             assert items and all("eqdata" in i["object"] for i in items), (host, items)
     with open(os.path.join(fleet.root("eq3"), "proc/self/mountinfo")) as f:
         (line,) = [x for x in f if " /mnt/eqtrain " in x]
+    # eq3 runs EL 9's 5.14: an NFSv4 client over RDMA gets nconnect only from 6.9, so the mount does not show it
+    # (nfs_client_caps), and the volume is ok all the same
     assert line.split(" - ")[1].startswith("nfs4 10.100.0.250:/srv/train rw,vers=4.2,") and \
-        ",proto=rdma,nconnect=4,port=20049," in line and ",clientaddr=10.100." in line, line
+        ",proto=rdma,port=20049," in line and "nconnect" not in line and ",clientaddr=10.100." in line, line
     assert set(s["gpudirect_rdma"] for s in st.values()) <= {"ok", "drift"}, st
     # one module execution per node: one task result per node in the check play (PLAY RECAP counts it)
     assert out1.count("fabric_check") >= 1 and "Check (role-based) or fix" in out1

@@ -17,12 +17,12 @@ BASE = ("22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/vda1 rw,errors=remount-
         "24 22 0:22 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n")
 
 
-def new_node(tmp_path):
-    """A Node below ``tmp_path``/root with the running kernel's release (the nfs_mounts tests' fixture)."""
+def new_node(tmp_path, kernel="6.1.0-28-amd64"):
+    """A Node below ``tmp_path``/root running kernel release ``kernel`` (the nfs_mounts tests' fixture)."""
     root = str(tmp_path / "root")
     os.makedirs(os.path.join(root, "proc/sys/kernel"))
     with open(os.path.join(root, "proc/sys/kernel/osrelease"), "w") as f:
-        f.write("6.1.0-28-amd64\n")
+        f.write(kernel + "\n")
     return Node(root)
 
 
@@ -69,8 +69,16 @@ class Node(object):
         if unit in self.refuse:
             return 1, "", self.refuse[unit]
         n = 100 + len(self.mountinfo().splitlines())
-        self.write_mountinfo(self.mountinfo() + mount_line(n, u["What"], u["Where"], u.get("Type", "nfs"),
-                                                           u["Options"], proto="tcp" if self.trunk_tcp else None))
+        kernel = None
+        if os.path.isfile(self.p("proc/sys/kernel/osrelease")):
+            with open(self.p("proc/sys/kernel/osrelease")) as f:
+                kernel = f.read().strip()
+        try:
+            line = mount_line(n, u["What"], u["Where"], u.get("Type", "nfs"), u["Options"],
+                              proto="tcp" if self.trunk_tcp else None, kernel=kernel)
+        except ValueError as e:
+            return 32, "", "mount.nfs: %s\n" % e
+        self.write_mountinfo(self.mountinfo() + line)
         return 0, "", ""
 
     def run(self, argv):

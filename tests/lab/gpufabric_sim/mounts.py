@@ -68,6 +68,15 @@ def route_source(server):
     return (routes[0].get("prefsrc") if routes else None) or None
 
 
+def kernel_release(root):
+    """The running kernel's release (the node's proc/sys/kernel/osrelease; None when the tree has none)."""
+    path = os.path.join(root, "proc/sys/kernel/osrelease")
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return f.read().strip() or None
+
+
 def read_mountinfo(root):
     path = os.path.join(root, MOUNTINFO)
     if not os.path.isfile(path):
@@ -106,7 +115,8 @@ def mount(root, unit, unit_path, sections, route=None):
     lines = text.splitlines(True)
     ids = [int(ln.split()[0]) for ln in lines if ln.split()]
     try:
-        line = nfs_kernel.mount_line(max(ids + [99]) + 1, what, where, fstype, options, clientaddr=client)
+        line = nfs_kernel.mount_line(max(ids + [99]) + 1, what, where, fstype, options, clientaddr=client,
+                                     kernel=kernel_release(root))
     except (ValueError, KeyError) as e:
         raise MountFailed("mount.nfs: an incorrect mount option was specified (%s)" % e)
     write_mountinfo(root, text + line)

@@ -22,6 +22,21 @@ __metaclass__ = type
 USERSPACE = ("_netdev", "nofail", "auto", "noauto", "user", "users", "defaults")
 
 
+# the first release whose nfs4_set_client (fs/nfs/nfs4client.c) hands nconnect to an RDMA client ("NFS: enable
+# nconnect for RDMA"); before it an NFSv4 mount over RDMA keeps cl_nconnect 0 and nfs_show_mount_options
+# (fs/nfs/super.c) prints no nconnect=. NFSv3's nfs_init_server (fs/nfs/client.c) passes it whatever the transport.
+NCONNECT_RDMA_V4 = (6, 9)
+
+
+def nconnect_kept(nconnect, vers, proto, kernel):
+    """The nconnect the client keeps for a mount of ``vers`` over ``proto`` on kernel release ``kernel`` (None: any
+    release from 6.9)."""
+    if not nconnect or kernel is None or vers == "3" or not proto.startswith("rdma"):
+        return nconnect
+    major, minor = kernel.split(".")[:2]
+    return nconnect if (int(major), int(minor.split("-")[0])) >= NCONNECT_RDMA_V4 else None
+
+
 CLIENTADDR = "10.77.0.10"   # the unit tests' client address (the simulator passes the node's own)
 SERVER_MAX_IO = 1048576   # the server's rtmax/wtmax: a larger rsize/wsize is lowered to it
 
@@ -147,12 +162,13 @@ def split_options(text):
     return [(o.split("=", 1)[0], o.split("=", 1)[1]) if "=" in o else (o, None) for o in text.split(",") if o]
 
 
-def mount_line(mount_id, what, where, fstype, options_text, clientaddr=CLIENTADDR, proto=None):
+def mount_line(mount_id, what, where, fstype, options_text, clientaddr=CLIENTADDR, proto=None, kernel=None):
     """The mountinfo line the kernel shows once mount.nfs has mounted ``what`` at ``where`` with the option list
     ``options_text`` (a mount unit's What=, Where=, Type=, Options=). ``proto``: the transport the client really
     uses, when it differs from the one asked for (NFSv4 trunking reuses a TCP client). The version is ``vers=``
     (or ``nfsvers=``); without one mount.nfs negotiates, and the mount shows the highest v4 (4.2); ``Type=nfs4``
-    without ``vers=`` also means 4.2. Options mount.nfs keeps to itself (USERSPACE, ``x-systemd.*``) are dropped."""
+    without ``vers=`` also means 4.2. Options mount.nfs keeps to itself (USERSPACE, ``x-systemd.*``) are dropped.
+    ``kernel``: the running kernel's release, for the options whose effect depends on it (``nconnect_kept``)."""
     opts = split_options(options_text)
     d = dict(opts)
     vers = d.get("vers") or d.get("nfsvers") or "4.2"
@@ -162,6 +178,15 @@ def mount_line(mount_id, what, where, fstype, options_text, clientaddr=CLIENTADD
         raise ValueError("an nfs4 mount cannot be NFSv3")
     kept = [(k, v) for k, v in opts if k not in ("proto", "port", "vers", "nfsvers", "minorversion", "nconnect")
             and k not in USERSPACE and not k.startswith("x-systemd.")]
-    port = int(d["port"]) if d.get("port") else (20049 if d.get("proto") == "rdma" else 2049)
-    return nfs_line(mount_id, where, what, vers, proto or d.get("proto") or "tcp", port,
-                    int(d["nconnect"]) if d.get("nconnect") else None, options=kept, clientaddr=clientaddr)
+    # mount.nfs takes the address family from the netid (rdma, tcp: IPv4; rdma6, tcp6: IPv6) and looks the server
+    # up in it: an address of the other family does not resolve; the kernel shows the netid it uses
+    host = what.rsplit(":", 1)[0]
+    v6 = host.startswith("[")
+    asked = d.get("proto") or ("tcp6" if v6 else "tcp")
+    if (v6 and not asked.endswith("6")) or (asked.endswith("6") and host.replace(".", "").isdigit()):
+        raise ValueError("Failed to resolve server %s: Address family for hostname not supported (proto=%s)"
+                         % (host, asked))
+    port = int(d["port"]) if d.get("port") else (20049 if asked.startswith("rdma") else 2049)
+    proto = (proto + "6" if asked.endswith("6") else proto) if proto else asked
+    nconnect = nconnect_kept(int(d["nconnect"]) if d.get("nconnect") else None, vers, proto, kernel)
+    return nfs_line(mount_id, where, what, vers, proto, port, nconnect, options=kept, clientaddr=clientaddr)

@@ -70,8 +70,10 @@ def test_check_then_fix_then_idempotent(node, monkeypatch):
     assert res["changed"] and res["concerns"]["nfs_mounts"]["status"] == "ok"
     assert res["concerns"]["nfs_mounts"]["corrected"]
     vol = res["ansible_facts"]["gpufabric_nfs_mounts"]["volumes"][0]
+    # the node runs 6.1: an NFSv4 client over RDMA gets nconnect only from 6.9 (nfs_client_caps)
     assert (vol["mounted"], vol["fstype"], vol["proto"], vol["port"], vol["vers"], vol["nconnect"]) == (
-        True, "nfs4", "rdma", "20049", "4.1", "2")
+        True, "nfs4", "rdma", "20049", "4.1", None)
+    assert [n["option"] for n in vol["not_effective"]] == ["nconnect=2"]
     assert res["ansible_facts"]["gpufabric_nfs_mounts"]["client"]["in_use"] == "not_loaded"
 
     node.calls = []
