@@ -21,7 +21,6 @@ from ansible_collections.gpufabric.node.plugins.module_utils import concerns as 
 from ansible_collections.gpufabric.node.plugins.module_utils import gpudirect, nccl_log, pcie_link, topology
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
-MAX_LOG = 16 * 1024 * 1024
 # what the checks read from the facts (topology.discover of these subsets gives them)
 SUBSETS = ["pci", "rails", "gpu_driver"]
 FACT_KEYS = ("pairing", "rails", "gpu_driver", "gpus", "kernel_release")
@@ -58,10 +57,10 @@ def run(module, sysroot=None, facts=None):
     path = module.params["nccl_log"]
     if path:
         try:
-            with open(path, "rb") as f:
-                result["nccl"] = nccl_log.parse(f.read(MAX_LOG))
-        except (OSError, IOError) as e:
-            module.fail_json(msg="cannot read the NCCL log %s: %s" % (path, e), **result)
+            data, truncated = nccl_log.read(path)
+        except nccl_log.LogError as e:
+            module.fail_json(msg="cannot read the NCCL log: %s" % e, **result)
+        result["nccl"] = nccl_log.parse(data, truncated)
         if result["nccl"]["verdict"]["gpudirect_rdma"] in ("no", "partial"):
             found.append("NCCL log %s: %s" % (path, result["nccl"]["verdict"]["summary"]))
     for w in found:

@@ -82,3 +82,84 @@ def test_any_text_parses_to_a_verdict(text):
     p = nccl_log.parse(text)
     assert p["verdict"]["gpudirect_rdma"] in ("yes", "partial", "no", "not_exercised", "unknown")
     assert sum(p["kinds"].values()) == len(p["channels"])
+
+
+# --- item 16: the log is written by the user's job and parsed by root -------------------------------------------
+
+def _repeats(tree, inside=False):
+    """(nested, lazy): whether a repetition sits inside another one, whether any repetition is lazy. An optional
+    part (``?``, at most once) is not a repetition."""
+    nested = lazy = False
+    for op, av in tree:
+        name = str(op)
+        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            repeats = av[1] > 1
+            nested = nested or (inside and repeats)
+            lazy = lazy or name == "MIN_REPEAT"
+            n, z = _repeats(av[2], inside or repeats)
+        elif name == "SUBPATTERN":
+            n, z = _repeats(av[-1], inside)
+        elif name == "BRANCH":
+            n = z = False
+            for alt in av[1]:
+                a, b = _repeats(alt, inside)
+                n, z = n or a, z or b
+        else:
+            continue
+        nested, lazy = nested or n, lazy or z
+    return nested, lazy
+
+
+def _patterns():
+    return dict((k, v) for k, v in vars(nccl_log).items() if hasattr(v, "pattern") and hasattr(v, "fullmatch"))
+
+
+def test_patterns_are_linear_by_construction():
+    """No repetition inside another and no lazy one (the 40k-space channel line took 7.5 s with ``\\S.*?\\s*\\Z``):
+    each pattern is matched once per line, anchored, so a line costs time linear in its length."""
+    try:
+        from re import _parser as sre_parse  # Python 3.11+
+    except ImportError:  # pragma: no cover
+        import sre_parse
+    pats = _patterns()
+    assert {"_CHANNEL", "_GDR", "_NETWORK", "_ASSIGNED"} <= set(pats)
+    for name, pat in pats.items():
+        assert _repeats(sre_parse.parse(pat.pattern)) == (False, False), name
+
+
+@pytest.mark.parametrize("line", [
+    "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA" + " " * 40000 + "x",
+    "h:1:1 [0] NCCL INFO Using network IB" + " " * 40000 + "x",
+])
+def test_an_over_long_line_is_skipped_and_counted(line):
+    """NCCL's lines are at most 1023 characters (its 1024-byte buffer; the real log's Trees line is cut there)."""
+    p = nccl_log.parse(line + "\nh:1:1 [0] NCCL INFO Using network Socket\n")
+    assert (p["long_lines"], p["info_lines"], p["channels"], p["network"]) == (1, 1, [], "Socket")
+    long_ok = "h:1:1 [0] NCCL INFO Using network " + "I" * (nccl_log.MAX_LINE - 40)
+    assert nccl_log.parse(long_ok)["network"].startswith("III")
+
+
+def test_read_is_bounded_regular_file_only_and_never_follows_a_link(tmp_path):
+    log = tmp_path / "nccl.log"
+    log.write_bytes(b"h:1:1 [0] NCCL INFO Using network IB\n" + b"x" * 100)
+    data, truncated = nccl_log.read(str(log), max_bytes=20)
+    assert (data, truncated) == (b"h:1:1 [0] NCCL INFO ", True)
+    assert nccl_log.read(str(log)) == (log.read_bytes(), False)
+    link = tmp_path / "link.log"
+    link.symlink_to(log)
+    with pytest.raises(nccl_log.LogError, match="symlink is not followed"):
+        nccl_log.read(str(link))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(str(fifo))
+    with pytest.raises(nccl_log.LogError, match="not a regular file"):
+        nccl_log.read(str(fifo))
+    with pytest.raises(nccl_log.LogError, match="not a regular file"):
+        nccl_log.read(str(tmp_path))
+    with pytest.raises(nccl_log.LogError, match="cannot open"):
+        nccl_log.read(str(tmp_path / "missing"))
+
+
+def test_parse_bounds_text_it_is_given():
+    text = "h:1:1 [0] NCCL INFO Using network IB\n" * (nccl_log.MAX_LOG // 30)
+    p = nccl_log.parse(text)
+    assert p["truncated"] and p["info_lines"] <= nccl_log.MAX_LOG // 37 + 1
