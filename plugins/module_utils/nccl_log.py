@@ -209,23 +209,45 @@ def _message(msg, out):
 
 
 def verdict(parsed):
-    """``{gpudirect_rdma: yes|partial|no|not_exercised|unknown, summary}`` of a parsed log."""
+    """``{gpudirect_rdma: yes|partial|no|not_exercised|unknown, summary}`` of a parsed log.
+
+    Only a network channel (``via NET/...``) says how data crossed a network. Without one, a communicator of one
+    node (``nNodes 1``, or ``nranks 1``) sent nothing over any network: GPUDirect RDMA was not exercised, whatever
+    plugin NCCL picked, and why the IB plugin was not used (``NET/IB : No device found.``) is told.
+    """
     kinds = parsed.get("kinds") or {}
     gdr, nogdr, sock = kinds.get("net_gdrdma", 0), kinds.get("net_no_gdr", 0), kinds.get("net_socket", 0)
     net = parsed.get("network")
+    notes = parsed.get("net_plugin_notes") or []
+    plugin = " (%s)" % "; ".join(notes) if notes else ""
     if gdr and not nogdr and not sock:
         return {"gpudirect_rdma": "yes", "summary": "GPUDirect RDMA on every network channel (%d NET/%s/GDRDMA)"
                 % (gdr, _nets(parsed, "net_gdrdma"))}
     if gdr:
+        others = []
+        if nogdr:
+            others.append("%d staged through host memory (%s without GDR)" % (nogdr, _nets(parsed, "net_no_gdr")))
+        if sock:
+            others.append("%d over the socket transport" % sock)
         return {"gpudirect_rdma": "partial",
-                "summary": "GPUDirect RDMA on %d of %d network channels; the others are staged through host "
-                           "memory" % (gdr, gdr + nogdr + sock)}
+                "summary": "GPUDirect RDMA on %d of %d network channels; %s"
+                           % (gdr, gdr + nogdr + sock, ", ".join(others))}
     if nogdr:
         return {"gpudirect_rdma": "no",
                 "summary": "no GPUDirect RDMA (%s without GDR: %d network channels stage GPU data through host "
                            "memory)" % (_nets(parsed, "net_no_gdr"), nogdr)}
-    if sock or net == SOCKET:
-        return {"gpudirect_rdma": "no", "summary": "no GPUDirect RDMA (socket transport)"}
+    if sock:
+        return {"gpudirect_rdma": "no", "summary": "no GPUDirect RDMA (socket transport)%s" % plugin}
+    one_node = parsed.get("nnodes") == 1 or (parsed.get("nnodes") is None and parsed.get("nranks") == 1)
+    if one_node:
+        local = ", ".join("%s %d" % (k, kinds[k]) for k in sorted(kinds))
+        what = "one rank" if parsed.get("nranks") == 1 else "one node"
+        return {"gpudirect_rdma": "not_exercised",
+                "summary": "not exercised: %s, nothing crossed a network (%s)%s%s"
+                           % (what, local or "no channel connection",
+                              "; network plugin %s" % net if net else "", plugin)}
+    if net == SOCKET:
+        return {"gpudirect_rdma": "no", "summary": "no GPUDirect RDMA (socket transport)%s" % plugin}
     if parsed.get("channels") or net:
         local = ", ".join("%s %d" % (k, kinds[k]) for k in sorted(kinds))
         return {"gpudirect_rdma": "not_exercised",

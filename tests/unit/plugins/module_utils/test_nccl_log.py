@@ -23,13 +23,35 @@ def _load(name):
         return nccl_log.parse(f.read())
 
 
-def test_real_one_gpu_run_is_socket_without_gdr():
+REAL_ONE_RANK = ("not exercised: one rank, nothing crossed a network (no channel connection); network plugin Socket "
+                 "(NET/IB : No device found.; Failed to initialize NET plugin IB)")
+
+
+def test_real_one_gpu_run_is_not_exercised_with_the_ib_plugins_reason():
+    """The real 1-GPU log (nranks 1, nNodes 1, NET/IB found no device, socket plugin, no channel connection):
+    nothing crossed a network, so GPUDirect RDMA was not exercised; the IB plugin's reason is in the verdict."""
     p = _load("nccl-1rank-h200.log")
     assert p["nccl_version"] == "2.28.9+cuda13.0"
     assert p["network"] == "Socket"
+    assert (p["nranks"], p["nnodes"]) == (1, 1)
     assert p["channels"] == []          # one rank: the 64 "Channel NN/64 : 0" ring lines name no peer
-    assert p["verdict"] == {"gpudirect_rdma": "no", "summary": "no GPUDirect RDMA (socket transport)"}
+    assert p["net_plugin_notes"] == ["NET/IB : No device found.", "Failed to initialize NET plugin IB"]
+    assert p["verdict"] == {"gpudirect_rdma": "not_exercised", "summary": REAL_ONE_RANK}
     assert {"hca": 0, "name": "eth0", "gpu": None, "enabled": False, "note": None} in p["gdr_hcas"]
+
+
+@pytest.mark.parametrize("comm_line,expect", [
+    ("comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0", "not_exercised"),
+    ("comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0", "no"),
+    ("ncclCommInitRank comm 0x1 rank 0 nranks 1 cudaDev 0 busId 60 - Init START", "not_exercised"),
+    ("ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 busId 60 - Init START", "no"),
+    ("cudaDriverVersion 13000", "no"),
+])
+def test_socket_without_channels_depends_on_the_node_count(comm_line, expect):
+    """Socket chosen and no channel line: one node sent nothing over a network; several (or unknown) did over
+    sockets."""
+    text = "h:1:1 [0] NCCL INFO Using network Socket\nh:1:1 [0] NCCL INFO %s\n" % comm_line
+    assert nccl_log.parse(text)["verdict"]["gpudirect_rdma"] == expect
 
 
 @pytest.mark.parametrize("name,network,kinds,gdr,summary", [
