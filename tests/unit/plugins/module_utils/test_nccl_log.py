@@ -185,3 +185,34 @@ def test_parse_bounds_text_it_is_given():
     text = "h:1:1 [0] NCCL INFO Using network IB\n" * (nccl_log.MAX_LOG // 30)
     p = nccl_log.parse(text)
     assert p["truncated"] and p["info_lines"] <= nccl_log.MAX_LOG // 37 + 1
+
+
+# --- item 24: what the mutants of the parser survived ------------------------------------------------------------
+
+def test_an_application_banner_before_and_between_the_nccl_lines_stops_nothing():
+    """The application's own output comes first (and between): every NCCL INFO line after it is still read."""
+    with open(os.path.join(FIX, "built-ib-gdrdma-2.21.log")) as f:
+        lines = f.read().splitlines()
+    banner = ["=== training job 42 ===", "", "torch 2.11 | world size 16", "h:1:1 [0] NCCL WARN something"]
+    mixed = banner + [x for line in lines for x in (line, "step 1 loss 0.5")]
+    assert nccl_log.parse("\n".join(mixed)) == _load("built-ib-gdrdma-2.21.log")
+    p = nccl_log.parse("\n".join(mixed))
+    assert p["info_lines"] == len(lines) and p["verdict"]["gpudirect_rdma"] == "yes"
+
+
+@pytest.mark.parametrize("vias,verdict,summary", [
+    (["IB/0/GDRDMA", "Socket/0"], "partial",
+     "GPUDirect RDMA on 1 of 2 network channels; 1 over the socket transport"),
+    (["IB/0/GDRDMA", "IB/1/GDRDMA", "Socket/0", "IB/2"], "partial",
+     "GPUDirect RDMA on 2 of 4 network channels; 1 staged through host memory (IB without GDR), "
+     "1 over the socket transport"),
+    (["IB/0", "Socket/0"], "no",
+     "no GPUDirect RDMA (IB without GDR: 1 network channels stage GPU data through host memory)"),
+    (["Socket/0", "Socket/1"], "no", "no GPUDirect RDMA (socket transport)"),
+])
+def test_logs_mixing_gdrdma_and_socket_channels(vias, verdict, summary):
+    text = "\n".join("h:1:1 [0] NCCL INFO Channel %02d/0 : 0[0] -> 8[0] [send] via NET/%s" % (i, via)
+                     for i, via in enumerate(vias))
+    p = nccl_log.parse(text)
+    assert p["verdict"] == {"gpudirect_rdma": verdict, "summary": summary}
+    assert sum(p["kinds"].values()) == len(vias)
