@@ -60,9 +60,9 @@ Public API (plain Python, every path through a ``Sysroot``):
       max_width, device_max_*, port_max_*, generation, source, max_payload, port_max_payload, max_read_request,
       max_payload_supported, state: ok|idle|degraded|slot_limited|unknown, reason, notes}]``, every link on the
       GPU<->NIC paths (``pcie_link.path_links``; speeds in GT/s).
-    * ``gpudirect_rdma`` (with ``gpu_driver`` and ``rails``): ``{mechanism: dmabuf|nvidia_peermem|none, usable,
-      dmabuf: {usable, reasons, driver_flavour, driver_version, kernel_release, rdma_core, libibverbs},
-      peermem: {loaded, module, installed}, rdma_rails, warning}`` (``gpudirect.facts``).
+    * ``gpudirect_rdma`` (with ``gpu_driver`` and ``rails``): ``{mechanism: dmabuf|nvidia_peermem|none|unknown,
+      usable, dmabuf: {usable (null: cannot tell), reasons, unknown, driver_flavour, driver_version,
+      kernel_release, rdma_core, libibverbs}, peermem: {loaded, module, installed}, rdma_rails, warning}`` (``gpudirect.facts``).
 
 ``path_bridges(sysroot, bdf_a, bdf_b, scan=None) -> list``
     The bridges a peer-to-peer transfer between two devices crosses: from each endpoint up to the
