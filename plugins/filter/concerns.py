@@ -110,6 +110,14 @@ def concern_title(name):
     return model.TITLES[name]
 
 
+def data_path_failures(facts, gds_wanted=None):
+    """What breaks a wanted proof on the node's data path (concerns.data_path_failures): verify.yml fails on it."""
+    if not isinstance(facts, dict):
+        raise AnsibleFilterError("data_path_failures: the input must be the gpufabric facts (a mapping), got %r"
+                                 % (facts,))
+    return model.data_path_failures(facts, gds_wanted)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -122,4 +130,5 @@ class FilterModule(object):
             "concern_title": concern_title,
             "concern_contradictions": concern_contradictions,
             "concerns_of_role": concerns_of_role,
+            "data_path_failures": data_path_failures,
         }

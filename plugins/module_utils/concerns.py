@@ -261,23 +261,43 @@ def complete(node_concerns, managed=None, unreachable=False, why=None):
     return out
 
 
-def data_path_warnings(facts, gds_wanted=False):
-    """Warnings that break a data path, from the gpufabric facts: a translated IOMMU, a cross-NUMA GPU/NIC pair,
-    nvidia-fs missing where GDS is wanted."""
+def _data_path(facts, gds_wanted):
+    """``[(sentence, breaks_a_wanted_proof)]`` of the data path from the gpufabric facts."""
     facts = facts or {}
     out = []
     mode = (facts.get("iommu") or {}).get("mode")
     if mode in ("translated", "mixed"):
-        out.append("IOMMU is %s: GPUDirect Storage fails with EIO and peer-to-peer DMA goes through the IOMMU"
-                   % mode)
+        out.append(("IOMMU is %s: GPUDirect Storage fails with EIO and peer-to-peer DMA goes through the IOMMU"
+                    % mode, bool(gds_wanted)))
     for p in facts.get("pairing") or []:
         if p.get("cross_numa"):
-            out.append("GPU %s and its NIC %s are on different NUMA nodes (SYS): RDMA crosses the CPU interconnect"
-                       % (p.get("gpu"), p.get("netdev") or p.get("ibdev") or p.get("nic")))
+            out.append(("GPU %s and its NIC %s are on different NUMA nodes (SYS): RDMA crosses the CPU interconnect"
+                        % (p.get("gpu"), p.get("netdev") or p.get("ibdev") or p.get("nic")), False))
     nvfs = facts.get("nvidia_fs")
     if gds_wanted and nvfs is not None and not nvfs.get("loaded"):
-        out.append("nvidia-fs is not loaded although GPUDirect Storage is wanted")
+        out.append(("nvidia-fs is not loaded although GPUDirect Storage is wanted", True))
     return out
+
+
+def data_path_warnings(facts, gds_wanted=False):
+    """Warnings that break a data path, from the gpufabric facts: a translated IOMMU, a cross-NUMA GPU/NIC pair,
+    nvidia-fs missing where GDS is wanted."""
+    return [text for text, _fails in _data_path(facts, gds_wanted)]
+
+
+def gds_wanted_on(facts, wanted=None):
+    """Whether GPUDirect Storage is wanted on the node: ``wanted`` when the play says (``gpufabric_gds_wanted``),
+    else whether nvidia-fs is loaded (a node that loads GDS's kernel module runs GDS)."""
+    if wanted is not None:
+        return bool(wanted)
+    return bool(((facts or {}).get("nvidia_fs") or {}).get("loaded"))
+
+
+def data_path_failures(facts, gds_wanted=None):
+    """The data path warnings that make a wanted proof fail (verify.yml fails the node on them): with GDS wanted
+    (``gds_wanted_on``), a translated or mixed IOMMU (GDS I/O fails with EIO) and nvidia-fs not loaded. A cross-NUMA
+    pair slows RDMA and stays a warning."""
+    return [text for text, fails in _data_path(facts, gds_wanted_on(facts, gds_wanted)) if fails]
 
 
 def node_verdict(concerns, reboot_required=False, warnings=(), unreachable=False):

@@ -11,8 +11,12 @@ An RDMA NIC can register GPU memory in two ways:
   "Open Kernel Module"; the proprietary one cannot export CUDA memory as dma-buf) of release 515 or later, a
   kernel of 5.12 or later (dma-buf importers in RDMA, ``ib_umem_dmabuf``) and rdma-core 34 or later
   (``ibv_reg_dmabuf_mr``, libibverbs 1.12). rdma-core's release is read from the file name of the installed
-  libibverbs, ``libibverbs.so.1.<abi>.<release>.0`` (e.g. ``libibverbs.so.1.14.50.0`` is rdma-core 50), which
-  rdma-core's build gives every release. NCCL (2.13 and later) tries DMA-BUF first.
+  libibverbs, which rdma-core's build names ``libibverbs.so.1.<abi>.${PACKAGE_VERSION}``
+  (libibverbs/CMakeLists.txt, ``rdma_library(ibverbs ... 1 1.<abi>.${PACKAGE_VERSION})``; see RELEASES below):
+  upstream ``libibverbs.so.1.14.50.0`` is rdma-core 50. The MLNX_OFED/DOCA-OFED fork sets PACKAGE_VERSION to its
+  package version, e.g. ``2307mlnx47`` (MLNX_OFED 23.10 and 24.01, the fork of rdma-core v47.0) or ``56mlnx40``
+  (MLNX_OFED 5.7, rdma-core 56). A libibverbs whose name says no release is "cannot tell", not "not installed".
+  NCCL (2.13 and later) tries DMA-BUF first.
 * **nvidia-peermem** (``/sys/module/nvidia_peermem`` while loaded; the older Mellanox ``nv_peer_mem`` at
   ``/sys/module/nv_peer_mem``): the peer-memory client of MLNX_OFED/DOCA or of inbox kernels with the
   peer-memory patches. Installed but not loaded (``modules.dep`` lists it) does not count: it must be loaded.
@@ -36,7 +40,17 @@ from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 CONCERN = "gpudirect_rdma"
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
             "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/lib64")
-_LIBIBVERBS = re.compile(r"libibverbs\.so\.1\.(\d+)\.(\d+)\.\d+\Z")
+_LIBIBVERBS_ANY = re.compile(r"libibverbs\.so\.1\.\S+")
+# How the file names carry rdma-core's release (the upstream release the library is built from):
+RELEASES = (
+    # upstream rdma-core and the distributions: libibverbs.so.1.<abi>.<release>.<minor> (Debian 12: 1.14.44.0)
+    ("upstream", re.compile(r"libibverbs\.so\.1\.\d+\.(?P<release>\d+)\.\d+")),
+    # MLNX_OFED 23.04+ and DOCA-OFED: <YYMM>mlnx<release>, e.g. 2307mlnx47 (23.10/24.01), 2410mlnx54 (DOCA 2.9);
+    # the upstream release follows "mlnx" (package version strings of the MLNX_OFED/DOCA dpkg listings)
+    ("mlnx", re.compile(r"libibverbs\.so\.1\.\d+\.(?P<branch>\d{4})mlnx(?P<release>\d+)(?:\.\d+)*")),
+    # MLNX_OFED 5.x: <release>mlnx<patch>, e.g. 56mlnx40 (5.7), 52mlnx1 (5.3): the upstream release comes first
+    ("mlnx", re.compile(r"libibverbs\.so\.1\.\d+\.(?P<release>\d{2,3})mlnx(?P<patch>\d+)(?:\.\d+)*")),
+)
 _KERNEL = re.compile(r"(\d+)\.(\d+)")
 _PEERMEM_KO = re.compile(r"(?:^|/)nvidia[-_]peermem\.ko(?:\.[a-z]+)?:", re.M)
 MIN_KERNEL = (5, 12)
@@ -46,15 +60,30 @@ MECHANISMS = ("any", "dmabuf", "nvidia_peermem")
 DEFAULTS = {"mechanism": "any"}
 
 
-def rdma_core_release(sr):
-    """(release, path) of the newest installed libibverbs, or (None, None)."""
-    best = (None, None)
+def libibverbs(sr):
+    """``[(release or None, flavour, path)]`` of every installed ``libibverbs.so.1.*`` file (not the symlinks'
+    targets twice: each name once), newest release first, unknown ones last."""
+    out = []
     for d in LIB_DIRS:
         for name in sr.listdir(d):
-            m = _LIBIBVERBS.match(name)
-            if m and (best[0] is None or int(m.group(2)) > best[0]):
-                best = (int(m.group(2)), "%s/%s" % (d, name))
-    return best
+            if not _LIBIBVERBS_ANY.fullmatch(name):
+                continue
+            found = (None, "unknown", "%s/%s" % (d, name))
+            for flavour, pat in RELEASES:
+                m = pat.fullmatch(name)
+                if m:
+                    found = (int(m.group("release")), flavour, found[2])
+                    break
+            out.append(found)
+    out.sort(key=lambda x: (x[0] is None, -(x[0] or 0), x[2]))
+    return out
+
+
+def rdma_core_release(sr):
+    """(release, path) of the newest installed libibverbs whose name says its release; (None, path) when the
+    installed libibverbs names no release it can be told from; (None, None) when none is installed."""
+    libs = libibverbs(sr)
+    return (libs[0][0], libs[0][2]) if libs else (None, None)
 
 
 def _kernel(release):
@@ -68,14 +97,15 @@ def _driver_major(version):
 
 
 def facts(sr, node):
-    """The ``gpudirect_rdma`` facts: ``{mechanism, usable, dmabuf: {usable, reasons, ...}, peermem: {...},
+    """The ``gpudirect_rdma`` facts: ``{mechanism: dmabuf|nvidia_peermem|none|unknown, usable, dmabuf: {usable:
+    true|false|null (cannot tell), reasons, unknown, ...}, peermem: {...},
     rdma_rails, warning}`` from the node's gpufabric facts (``node``) and the files named above."""
     node = node or {}
     drv = node.get("gpu_driver") or {}
     release = node.get("kernel_release") or sr.read("/proc/sys/kernel/osrelease")
     kernel = _kernel(release)
     rdma_core, lib = rdma_core_release(sr)
-    reasons = []
+    reasons, unknown = [], []
     if drv.get("flavour") != "open":
         reasons.append("the NVIDIA kernel module is %s, DMA-BUF needs the open kernel module"
                        % (drv.get("flavour") or "not loaded"))
@@ -85,8 +115,12 @@ def facts(sr, node):
         reasons.append("the kernel release is not readable")
     elif kernel < MIN_KERNEL:
         reasons.append("kernel %s is older than %d.%d" % (release, MIN_KERNEL[0], MIN_KERNEL[1]))
-    if rdma_core is None:
+    if lib is None:
         reasons.append("no libibverbs (rdma-core) is installed")
+    elif rdma_core is None:
+        unknown.append("cannot tell the rdma-core release of %s from its name (check that it exports "
+                       "ibv_reg_dmabuf_mr: nm -D %s | grep ibv_reg_dmabuf_mr, or the libibverbs package's version)"
+                       % (lib, lib))
     elif rdma_core < MIN_RDMA_CORE:
         reasons.append("rdma-core %d has no ibv_reg_dmabuf_mr (needs %d)" % (rdma_core, MIN_RDMA_CORE))
     dep = sr.read_raw("/lib/modules/%s/modules.dep" % release) if release else None
@@ -98,19 +132,21 @@ def facts(sr, node):
     peermem = {"loaded": module is not None, "module": module,
                "installed": bool(dep and _PEERMEM_KO.search(dep)) if dep is not None else None}
     usable = []
-    if not reasons:
+    dmabuf = None if unknown and not reasons else not reasons
+    if dmabuf:
         usable.append("dmabuf")
     if module:
         usable.append("nvidia_peermem")
     rails = [r for r in node.get("rails") or [] if r.get("pairable")]
-    mech = usable[0] if usable else "none"
+    mech = usable[0] if usable else ("unknown" if dmabuf is None else "none")
     warning = None
     if mech == "none" and rails and node.get("gpus", True):
         warning = ("no GPUDirect RDMA mechanism: DMA-BUF cannot be used (%s) and nvidia-peermem is not loaded%s; "
                    "RDMA stages GPU data through host memory"
                    % ("; ".join(reasons), " (installed: modprobe nvidia-peermem)" if peermem["installed"] else ""))
     return {"mechanism": mech, "usable": usable,
-            "dmabuf": {"usable": not reasons, "reasons": reasons, "driver_flavour": drv.get("flavour"),
+            "dmabuf": {"usable": dmabuf, "reasons": reasons, "unknown": unknown,
+                       "driver_flavour": drv.get("flavour"),
                        "driver_version": drv.get("version"), "kernel_release": release, "rdma_core": rdma_core,
                        "libibverbs": lib},
             "peermem": peermem, "rdma_rails": len(rails), "warning": warning}
@@ -139,7 +175,12 @@ def status_of(mech, node, desired=None):
     if not mech["rdma_rails"]:
         return concerns.status(concerns.NOT_APPLICABLE, "no pairable RDMA rail on this node", gpudirect=mech)
     want = desired["mechanism"]
-    if mech["mechanism"] == "none" or (want != "any" and want not in mech["usable"]):
+    dmabuf_unknown = (mech.get("dmabuf") or {}).get("usable") is None
+    if (want == "dmabuf" and dmabuf_unknown) or (want == "any" and mech["mechanism"] == "unknown"):
+        return concerns.status(concerns.NOT_CHECKED, "cannot tell whether DMA-BUF can be used%s: %s"
+                               % ("" if want == "dmabuf" else " and nvidia-peermem is not loaded",
+                                  "; ".join(mech["dmabuf"].get("unknown") or [])), gpudirect=mech)
+    if mech["mechanism"] in ("none", "unknown") or (want != "any" and want not in mech["usable"]):
         need = "a GPUDirect RDMA mechanism" if want == "any" else want
         why = []
         if want in ("any", "dmabuf"):

@@ -21,7 +21,6 @@ from ansible_collections.gpufabric.node.plugins.module_utils import concerns as 
 from ansible_collections.gpufabric.node.plugins.module_utils import gpudirect, nccl_log, pcie_link, topology
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
-MAX_LOG = 16 * 1024 * 1024
 # what the checks read from the facts (topology.discover of these subsets gives them)
 SUBSETS = ["pci", "rails", "gpu_driver"]
 FACT_KEYS = ("pairing", "rails", "gpu_driver", "gpus", "kernel_release")
@@ -41,15 +40,25 @@ def run(module, sysroot=None, facts=None):
     sr = sysroot or Sysroot()
     if facts is not None and not all(k in facts for k in FACT_KEYS):
         facts = None
-    try:
-        if facts is None:
+    if facts is None:
+        try:
             facts = topology.discover(sr, SUBSETS)
+        except (OSError, IOError, ValueError) as e:
+            msg = "fabric health check failed: discovery: %s" % e
+            module.fail_json(msg=msg, concerns={"pcie_link": C.error("pcie_link", msg),
+                                                "gpudirect_rdma": C.error("gpudirect_rdma", msg)})
+    # each concern's check on its own: an error in one is that concern's error, the other still reports
+    failed = []
+    try:
         link_doc = pcie_link.check(sr, module.params["pcie_link"], facts=facts)
+    except (OSError, IOError, ValueError) as e:
+        failed.append("pcie_link: %s" % e)
+        link_doc = C.error("pcie_link", "pcie_link check failed: %s" % e)
+    try:
         gdr_doc = gpudirect.check(sr, module.params["gpudirect_rdma"], facts)
     except (OSError, IOError, ValueError) as e:
-        msg = "fabric health check failed: %s" % e
-        module.fail_json(msg=msg, concerns={"pcie_link": C.error("pcie_link", msg),
-                                            "gpudirect_rdma": C.error("gpudirect_rdma", msg)})
+        failed.append("gpudirect_rdma: %s" % e)
+        gdr_doc = C.error("gpudirect_rdma", "gpudirect_rdma check failed: %s" % e)
     links = link_doc.pop("links", [])
     mech = gdr_doc.pop("gpudirect", {})
     result = dict(changed=False, concerns={"pcie_link": link_doc, "gpudirect_rdma": gdr_doc}, links=links,
@@ -58,13 +67,15 @@ def run(module, sysroot=None, facts=None):
     path = module.params["nccl_log"]
     if path:
         try:
-            with open(path, "rb") as f:
-                result["nccl"] = nccl_log.parse(f.read(MAX_LOG))
-        except (OSError, IOError) as e:
-            module.fail_json(msg="cannot read the NCCL log %s: %s" % (path, e), **result)
+            data, truncated = nccl_log.read(path)
+        except nccl_log.LogError as e:
+            module.fail_json(msg="cannot read the NCCL log: %s" % e, **result)
+        result["nccl"] = nccl_log.parse(data, truncated)
         if result["nccl"]["verdict"]["gpudirect_rdma"] in ("no", "partial"):
             found.append("NCCL log %s: %s" % (path, result["nccl"]["verdict"]["summary"]))
     for w in found:
         module.warn(w)
     result["warnings_found"] = found
+    if failed:
+        module.fail_json(msg="fabric health check failed: %s" % "; ".join(failed), **result)
     return result

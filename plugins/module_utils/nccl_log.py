@@ -28,23 +28,72 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
+import stat
 
-_INFO = re.compile(r"NCCL INFO (?P<msg>.*)\Z")
+MARK = "NCCL INFO "
+# NCCL formats every debug line into a 1024-byte buffer (src/debug.cc ncclDebugLog): the real log's "Trees" line
+# (tests/fixtures/nccl/nccl-1rank-h200.log) is cut at 1023 characters. A longer line is not NCCL's and is skipped.
+MAX_LINE = 4096
+MAX_LOG = 16 * 1024 * 1024
+
+# Every pattern below is applied with ``match``/``fullmatch`` to one stripped message of at most MAX_LINE characters.
+# No repetition is nested in another, and each repetition is followed by a character its class cannot match, so a
+# match attempt is linear in the line (tests/unit/.../test_nccl_log.py checks the patterns' structure).
 _VERSION = re.compile(r"NCCL version (?P<v>\S+)")
-_NETWORK = re.compile(r"Using network (?P<net>\S.*?)\s*\Z")
-_ASSIGNED = re.compile(r"Assigned NET plugin (?P<net>\S.*?) to comm\Z")
+_NETWORK = re.compile(r"Using network (?P<net>\S.*)")
+_ASSIGNED = re.compile(r"Assigned NET plugin (?P<net>\S.*) to comm")
 # "Channel 02/0 : 0[0] -> 8[0]", "Channel 02 : 0[1a000] -> 8[1a000]", "Ring 02 : 0 -> 8"
 _CHANNEL = re.compile(
     r"(?:Channel|Ring) (?P<ch>\d+)(?:/(?P<conn>\d+))? : (?P<rank>\d+)(?:\[[0-9a-fA-F]+\])? -> "
-    r"(?P<peer>\d+)(?:\[[0-9a-fA-F]+\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>\S.*?)\s*\Z")
-_NET = re.compile(r"NET/(?P<net>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?"
-                  r"(?P<flags>(?:/[A-Za-z]+(?:\([A-Za-z]+\))?)*)\Z")
-_GDR = re.compile(r"GPU Direct RDMA (?P<state>Enabled|Disabled) for (?:GPU (?P<gpu>\d+) / )?HCA (?P<hca>\d+)"
-                  r"(?: '(?P<name>[^']*)')?(?P<rest>.*)\Z")
+    r"(?P<peer>\d+)(?:\[[0-9a-fA-F]+\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>\S.*)")
+_NET_DEV = re.compile(r"(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?")
+_NET_FLAG = re.compile(r"[A-Za-z]+(?:\([A-Za-z]+\))?")
+_GDR = re.compile(r"(?:NET/[^ ]+ : )?GPU Direct RDMA (?P<state>Enabled|Disabled) for (?:GPU (?P<gpu>\d+) / )?"
+                  r"HCA (?P<hca>\d+)(?: '(?P<name>[^']*)')?(?P<rest>.*)")
 _DMABUF = re.compile(r"DMA-BUF is available on GPU device (?P<gpu>\d+)")
+# init.cc: "comm 0x.. rank 0 nRanks 1 nNodes 1 localRanks 1 localRank 0 MNNVL 0" (2.19+) and
+# "ncclCommInitRank... comm 0x.. rank 0 nranks 1 cudaDev 0 ..." (every release)
+_NNODES = re.compile(r"comm \S+ rank \d+ nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+)")
+_NRANKS = re.compile(r"ncclCommInitRank\w* comm \S+ rank \d+ nranks (?P<nranks>\d+)")
+# net.cc / net_ib.cc: "NET/IB : No device found." and init.cc "Failed to initialize NET plugin IB"
+_NO_DEVICE = re.compile(r"NET/(?P<net>[^ ]+) : No device found\.")
+_PLUGIN_FAILED = re.compile(r"Failed to initialize NET plugin (?P<net>\S+)")
 
 SOCKET = "Socket"
+
+
+class LogError(Exception):
+    """The NCCL log cannot be read: not a regular file, a symlink, unreadable."""
+
+
+def read(path, max_bytes=MAX_LOG):
+    """``(data, truncated)``: at most ``max_bytes`` of the log at ``path``. The log is written by the user's job
+    and read by root: opened without following a symlink and without blocking on a FIFO, and only a regular file is
+    read."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise LogError("cannot open %s: %s%s" % (path, e.strerror or e,
+                                                 " (a symlink is not followed)" if os.path.islink(path) else ""))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise LogError("%s is not a regular file" % path)
+        chunks, left = [], max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1024 * 1024))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as e:
+        raise LogError("cannot read %s: %s" % (path, e.strerror or e))
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return data[:max_bytes], len(data) > max_bytes
 
 
 def _channel(m):
@@ -52,11 +101,9 @@ def _channel(m):
     ch = {"channel": int(m.group("ch")), "conn": int(m.group("conn")) if m.group("conn") else 0,
           "rank": int(m.group("rank")), "peer": int(m.group("peer")), "direction": m.group("dir"), "via": via,
           "transport": via.split("/", 1)[0], "net": None, "net_dev": None, "proxy": None, "gdr": False}
-    n = _NET.match(via)
-    if n:
-        flags = n.group("flags") or ""
-        ch.update(transport="NET", net=n.group("net"), net_dev=int(n.group("dev")),
-                  proxy=int(n.group("proxy")) if n.group("proxy") else None, gdr="/GDRDMA" in flags)
+    net = _net(via)
+    if net:
+        ch.update(net)
         if ch["net"] == SOCKET:
             ch["kind"] = "net_socket"
         else:
@@ -68,71 +115,139 @@ def _channel(m):
     return ch
 
 
-def parse(text):
-    """The facts of one log: ``{nccl_version, network, info_lines, channels: [{channel, conn, rank, peer,
-    direction, via, transport, kind, net, net_dev, proxy, gdr}], kinds: {kind: count}, gdr_hcas: [{hca, name,
-    gpu, enabled, note}], dmabuf_gpus: [int], verdict: {gpudirect_rdma, summary}}``.
+def _net(via):
+    """``NET/<plugin>/<dev>[(<proxy>)][/GDRDMA[(PCI)]][/Shared]`` split at its slashes; None for another via."""
+    parts = via.split("/")
+    if len(parts) < 3 or parts[0] != "NET" or not parts[1]:
+        return None
+    dev = _NET_DEV.fullmatch(parts[2])
+    if not dev or not all(_NET_FLAG.fullmatch(f) for f in parts[3:]):
+        return None
+    return {"transport": "NET", "net": parts[1], "net_dev": int(dev.group("dev")),
+            "proxy": int(dev.group("proxy")) if dev.group("proxy") else None,
+            "gdr": any(f.split("(", 1)[0] == "GDRDMA" for f in parts[3:])}
+
+
+def _messages(text, out):
+    """The messages of the NCCL INFO lines; a line longer than MAX_LINE is counted in ``long_lines``."""
+    for line in text.splitlines():
+        if len(line) > MAX_LINE:
+            out["long_lines"] += 1
+            continue
+        at = line.find(MARK)
+        if at < 0:
+            continue
+        yield line[at + len(MARK):].strip()
+
+
+def parse(text, truncated=False):
+    """The facts of one log: ``{nccl_version, network, nranks, nnodes, net_plugin_notes, info_lines, long_lines,
+    truncated, channels: [{channel, conn, rank, peer, direction, via, transport, kind, net, net_dev, proxy, gdr}],
+    kinds: {kind: count}, gdr_hcas: [{hca, name, gpu, enabled, note}], dmabuf_gpus: [int], verdict: {gpudirect_rdma,
+    summary}}``.
 
     ``kind`` is ``net_gdrdma`` (a network channel with GPUDirect RDMA), ``net_no_gdr`` (a network channel staged
-    through host memory), ``net_socket`` (NCCL's socket transport), ``p2p``, ``shm`` or ``other``.
+    through host memory), ``net_socket`` (NCCL's socket transport), ``p2p``, ``shm`` or ``other``. At most MAX_LOG
+    characters are read (``truncated`` says the log was longer).
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    out = {"nccl_version": None, "network": None, "info_lines": 0, "channels": [], "kinds": {}, "gdr_hcas": [],
-           "dmabuf_gpus": []}
-    for line in (text or "").splitlines():
-        m = _INFO.search(line.rstrip("\r"))
-        if not m:
-            continue
+    text = text or ""
+    if len(text) > MAX_LOG:
+        text, truncated = text[:MAX_LOG], True
+    out = {"nccl_version": None, "network": None, "nranks": None, "nnodes": None, "net_plugin_notes": [],
+           "info_lines": 0, "long_lines": 0, "truncated": bool(truncated), "channels": [], "kinds": {},
+           "gdr_hcas": [], "dmabuf_gpus": []}
+    for msg in _messages(text, out):
         out["info_lines"] += 1
-        msg = m.group("msg")
-        v = _VERSION.match(msg)
-        if v and out["nccl_version"] is None:
-            out["nccl_version"] = v.group("v")
-            continue
-        n = _NETWORK.match(msg) or _ASSIGNED.match(msg)
-        if n:
-            out["network"] = n.group("net")
-            continue
-        c = _CHANNEL.match(msg)
-        if c:
-            ch = _channel(c)
-            out["channels"].append(ch)
-            out["kinds"][ch["kind"]] = out["kinds"].get(ch["kind"], 0) + 1
-            continue
-        g = _GDR.search(msg)
-        if g:
-            entry = {"hca": int(g.group("hca")), "name": g.group("name"),
-                     "gpu": int(g.group("gpu")) if g.group("gpu") else None,
-                     "enabled": g.group("state") == "Enabled", "note": g.group("rest").strip() or None}
-            if entry not in out["gdr_hcas"]:
-                out["gdr_hcas"].append(entry)
-            continue
-        d = _DMABUF.search(msg)
-        if d and int(d.group("gpu")) not in out["dmabuf_gpus"]:
-            out["dmabuf_gpus"].append(int(d.group("gpu")))
+        _message(msg, out)
     out["verdict"] = verdict(out)
     return out
 
 
+def _message(msg, out):
+    v = _VERSION.fullmatch(msg)
+    if v:
+        if out["nccl_version"] is None:
+            out["nccl_version"] = v.group("v")
+        return
+    n = _NETWORK.fullmatch(msg) or _ASSIGNED.fullmatch(msg)
+    if n:
+        out["network"] = n.group("net")
+        return
+    c = _CHANNEL.fullmatch(msg)
+    if c:
+        ch = _channel(c)
+        out["channels"].append(ch)
+        out["kinds"][ch["kind"]] = out["kinds"].get(ch["kind"], 0) + 1
+        return
+    g = _GDR.fullmatch(msg)
+    if g:
+        entry = {"hca": int(g.group("hca")), "name": g.group("name"),
+                 "gpu": int(g.group("gpu")) if g.group("gpu") else None,
+                 "enabled": g.group("state") == "Enabled", "note": g.group("rest").strip() or None}
+        if entry not in out["gdr_hcas"]:
+            out["gdr_hcas"].append(entry)
+        return
+    d = _DMABUF.fullmatch(msg)
+    if d:
+        if int(d.group("gpu")) not in out["dmabuf_gpus"]:
+            out["dmabuf_gpus"].append(int(d.group("gpu")))
+        return
+    r = _NNODES.match(msg)
+    if r:
+        out["nranks"], out["nnodes"] = int(r.group("nranks")), int(r.group("nnodes"))
+        return
+    r = _NRANKS.match(msg)
+    if r:
+        if out["nranks"] is None:
+            out["nranks"] = int(r.group("nranks"))
+        return
+    p = _NO_DEVICE.fullmatch(msg) or _PLUGIN_FAILED.fullmatch(msg)
+    if p and msg not in out["net_plugin_notes"]:
+        out["net_plugin_notes"].append(msg)
+
+
 def verdict(parsed):
-    """``{gpudirect_rdma: yes|partial|no|not_exercised|unknown, summary}`` of a parsed log."""
+    """``{gpudirect_rdma: yes|partial|no|not_exercised|unknown, summary}`` of a parsed log.
+
+    Only a network channel (``via NET/...``) says how data crossed a network. Without one, a communicator of one
+    node (``nNodes 1``, or ``nranks 1``) sent nothing over any network: GPUDirect RDMA was not exercised, whatever
+    plugin NCCL picked, and why the IB plugin was not used (``NET/IB : No device found.``) is told.
+    """
     kinds = parsed.get("kinds") or {}
     gdr, nogdr, sock = kinds.get("net_gdrdma", 0), kinds.get("net_no_gdr", 0), kinds.get("net_socket", 0)
     net = parsed.get("network")
+    notes = parsed.get("net_plugin_notes") or []
+    plugin = " (%s)" % "; ".join(notes) if notes else ""
     if gdr and not nogdr and not sock:
         return {"gpudirect_rdma": "yes", "summary": "GPUDirect RDMA on every network channel (%d NET/%s/GDRDMA)"
                 % (gdr, _nets(parsed, "net_gdrdma"))}
     if gdr:
+        others = []
+        if nogdr:
+            others.append("%d staged through host memory (%s without GDR)" % (nogdr, _nets(parsed, "net_no_gdr")))
+        if sock:
+            others.append("%d over the socket transport" % sock)
         return {"gpudirect_rdma": "partial",
-                "summary": "GPUDirect RDMA on %d of %d network channels; the others are staged through host "
-                           "memory" % (gdr, gdr + nogdr + sock)}
+                "summary": "GPUDirect RDMA on %d of %d network channels; %s"
+                           % (gdr, gdr + nogdr + sock, ", ".join(others))}
     if nogdr:
         return {"gpudirect_rdma": "no",
                 "summary": "no GPUDirect RDMA (%s without GDR: %d network channels stage GPU data through host "
                            "memory)" % (_nets(parsed, "net_no_gdr"), nogdr)}
-    if sock or net == SOCKET:
-        return {"gpudirect_rdma": "no", "summary": "no GPUDirect RDMA (socket transport)"}
+    if sock:
+        return {"gpudirect_rdma": "no", "summary": "no GPUDirect RDMA (socket transport)%s" % plugin}
+    one_node = parsed.get("nnodes") == 1 or (parsed.get("nnodes") is None and parsed.get("nranks") == 1)
+    if one_node:
+        local = ", ".join("%s %d" % (k, kinds[k]) for k in sorted(kinds))
+        what = "one rank" if parsed.get("nranks") == 1 else "one node"
+        return {"gpudirect_rdma": "not_exercised",
+                "summary": "not exercised: %s, nothing crossed a network (%s)%s%s"
+                           % (what, local or "no channel connection",
+                              "; network plugin %s" % net if net else "", plugin)}
+    if net == SOCKET:
+        return {"gpudirect_rdma": "no", "summary": "no GPUDirect RDMA (socket transport)%s" % plugin}
     if parsed.get("channels") or net:
         local = ", ".join("%s %d" % (k, kinds[k]) for k in sorted(kinds))
         return {"gpudirect_rdma": "not_exercised",

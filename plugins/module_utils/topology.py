@@ -37,12 +37,13 @@ Public API (plain Python, every path through a ``Sysroot``):
       NODE / SYS, over RDMA NICs (``nics[].rdma``). Across host bridges NODE needs both NUMA nodes known
       and equal; otherwise SYS.
     * ``pairing``: ``[{gpu, gpu_index, nic, netdev, ibdev, port, relation, gpu_numa, nic_numa,
-      cross_numa, bridges, nic_functions, bond, phys_netdevs, switch, shared}]``: the closest pairable rail of each GPU,
+      cross_numa, bridges, nic_functions, bond, phys_netdevs, switch, shared, ports}]``: the closest pairable rail of each GPU,
       one-to-one while rails last (ties broken by PCI order, then rail name and port); more GPUs than rails
       share the closest (``shared``). ``nic`` is the rail's PCI function nearest the GPU (for a bond one of
       ``nic_functions``), ``bridges`` the path bridges (see ``path_bridges``), ``switch`` the upstream port of
       the switch where the two paths meet (None at the root complex), ``cross_numa`` true only for nodes
-      known to differ.
+      known to differ. ``ports`` (``[{ibdev, port, netdev, nic}]``): the pair's rail first, then the rails left
+      over on the same card (a dual-port NIC's second port): the GPU owns them too, they are not unpaired.
     * ``unpaired``: ``{gpus: [{gpu, gpu_index, reason}], rails: [{ibdev, port, netdev, nic, kind, reason}]}``
       and ``pairing_reason`` (a sentence or None): why a GPU or a rail has no partner.
     * ``path_bridges``: ``[{bdf, role, kernel_path, acs: {...}, pairs: [gpu_bdf, ...], nic_card}]`` the union
@@ -60,9 +61,9 @@ Public API (plain Python, every path through a ``Sysroot``):
       max_width, device_max_*, port_max_*, generation, source, max_payload, port_max_payload, max_read_request,
       max_payload_supported, state: ok|idle|degraded|slot_limited|unknown, reason, notes}]``, every link on the
       GPU<->NIC paths (``pcie_link.path_links``; speeds in GT/s).
-    * ``gpudirect_rdma`` (with ``gpu_driver`` and ``rails``): ``{mechanism: dmabuf|nvidia_peermem|none, usable,
-      dmabuf: {usable, reasons, driver_flavour, driver_version, kernel_release, rdma_core, libibverbs},
-      peermem: {loaded, module, installed}, rdma_rails, warning}`` (``gpudirect.facts``).
+    * ``gpudirect_rdma`` (with ``gpu_driver`` and ``rails``): ``{mechanism: dmabuf|nvidia_peermem|none|unknown,
+      usable, dmabuf: {usable (null: cannot tell), reasons, unknown, driver_flavour, driver_version,
+      kernel_release, rdma_core, libibverbs}, peermem: {loaded, module, installed}, rdma_rails, warning}`` (``gpudirect.facts``).
 
 ``path_bridges(sysroot, bdf_a, bdf_b, scan=None) -> list``
     The bridges a peer-to-peer transfer between two devices crosses: from each endpoint up to the

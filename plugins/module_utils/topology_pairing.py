@@ -6,7 +6,9 @@
 Private to the collection; the public names are re-exported by ``topology``.
 
 Pairing works on rails (one RDMA port), not on PCI functions, so a dual-port function gives two rails and a
-RoCE LAG bond one rail over two PFs (the PF nearest the GPU is the one the pair reports). Only hardware
+RoCE LAG bond one rail over two PFs (the PF nearest the GPU is the one the pair reports). Each GPU is paired with
+one rail; a rail left over on a card (PCI device, any function) whose other rail a GPU has is that GPU's too (its
+pair's ``ports``): NCCL uses every port of a dual-port NIC, so those ports are not "unpaired". Only hardware
 rails of a physical function take part: SR-IOV VFs and software RDMA devices (rxe, siw) are reported with
 the reason they are left out. Everything is ordered by PCI address and name, never by directory order.
 """
@@ -119,6 +121,30 @@ def _why_no_rail(nics, rails):
     return "no RDMA NIC to pair with: " + "; ".join(parts)
 
 
+def _card(bdf):
+    """The card of a PCI function: its domain:bus:device (a dual-port NIC's ports are functions 0 and 1)."""
+    return bdf.rsplit(".", 1)[0]
+
+
+def _port(rail):
+    return {"ibdev": rail["ibdev"], "port": rail["port"], "netdev": rail["netdev"], "nic": rail["bdf"]}
+
+
+def _card_ports(pairing, units, used):
+    """Give each rail left over on a paired rail's card to that card's GPU (the first in GPU order)."""
+    owner = {}
+    for p in pairing:
+        for f in p["nic_functions"]:
+            owner.setdefault(_card(f), p)
+    for u in units:
+        if (u["ibdev"], u["port"]) in used:
+            continue
+        cards = [owner[_card(f)] for f in u["pci_functions"] if _card(f) in owner]
+        if cards:
+            cards[0]["ports"].append(_port(u))
+            used.add((u["ibdev"], u["port"]))
+
+
 def pci_facts(scan, rails, net=None):
     """gpus, nvswitches, nics, matrix, pairing, path_bridges, unpaired, pairing_reason."""
     net = net or trails.NetScan(scan)
@@ -164,8 +190,9 @@ def pci_facts(scan, rails, net=None):
             "bridges": path,
             "nic_functions": list(rail["pci_functions"]), "bond": rail["bond"],
             "phys_netdevs": list(rail["phys_netdevs"]),
-            "switch": tpci.meeting_switch(scan, gd, nd), "shared": shared,
+            "switch": tpci.meeting_switch(scan, gd, nd), "shared": shared, "ports": [_port(rail)],
         })
+    _card_ports(pairing, units, used)
 
     if not gpus and not units:
         reason = "no GPU and no RDMA rail to pair" if not rails else "no GPU on this host"

@@ -102,7 +102,9 @@ gpudirect:
   returned: always
   type: dict
 nccl:
-  description: The parsed NCCL log - C(network), C(channels), C(kinds), C(verdict) (C(gpudirect_rdma), C(summary)).
+  description: The parsed NCCL log - C(network), C(nranks), C(nnodes), C(net_plugin_notes), C(channels), C(kinds),
+    C(long_lines), C(truncated), C(verdict) (C(gpudirect_rdma) yes, partial, no, not_exercised or unknown, C(summary)).
+    The log is read without following a symlink, regular files only, at most 16 MiB.
   returned: when O(nccl_log) is given
   type: dict
 warnings_found:

@@ -35,9 +35,17 @@ def fleet(tmp_path_factory):
 
 def test_verify_flags_the_downtrained_gpu_link_and_the_report_shows_it(fleet, tmp_path):
     before = fleet.hash("hd1")
-    rc, out = fleet.playbook("verify.yml", "-e", "gpufabric_report_dir=%s" % tmp_path, "-e", "gpufabric_metrics=false")
+    rc, out = fleet.playbook("verify.yml", "-e", "gpufabric_report_dir=%s" % tmp_path, "-e", "gpufabric_metrics=false",
+                             "-e", "gpufabric_gds_wanted=true")
     assert rc != 0, out
-    assert "GPU 0000:39:00.0 trained at x8 of x16" in out, out
+    # the failed assertion names every failing proof: the link, and GDS wanted on a translated IOMMU without
+    # nvidia-fs (issue 21 item 13: verify printed "fails with EIO" and exited 0)
+    flat = " ".join(out.split())
+    failed = flat[flat.index("Fail a node whose proof fails"):]
+    failed = failed[failed.index("msg:"):failed.index("PLAY RECAP")]
+    assert "GPU 0000:39:00.0 trained at x8 of x16" in failed, out
+    assert "IOMMU is translated: GPUDirect Storage fails with EIO" in failed, out
+    assert "nvidia-fs is not loaded although GPUDirect Storage is wanted" in failed, out
     assert "Verify checks" in out, out
     report = json.loads((tmp_path / "fleet-report.json").read_text())
     node = report["nodes"]["hd1"]

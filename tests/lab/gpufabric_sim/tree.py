@@ -541,12 +541,13 @@ class _Builder(object):
         for m in ("rdma_cm", "configfs", "mlx5_core", "mlx5_ib", "ib_core"):
             _mkdir(self.p("sys/module", m))
         # GPUDirect RDMA: rdma-core's libibverbs (its file name carries the release) and nvidia-peermem
-        # (``gpudirect: {rdma_core: 50, peermem: loaded|installed|absent}``; rdma_core null: not installed)
+        # (``gpudirect: {rdma_core: 50, peermem: loaded|installed|absent}``; rdma_core null: not installed;
+        # ``libibverbs: <file name>`` installs that name instead, e.g. an MLNX_OFED libibverbs.so.1.14.2307mlnx47)
         gdr = dict({"rdma_core": 48 if t["os"] in ("rhel", "rocky") else 50, "peermem": "absent"},
                    **(t.get("gpudirect") or {}))
         if gdr["rdma_core"]:
             libdir = self.p("usr/lib64" if t["os"] in ("rhel", "rocky") else "usr/lib/x86_64-linux-gnu")
-            lib = "libibverbs.so.1.14.%d.0" % int(gdr["rdma_core"])
+            lib = gdr.get("libibverbs") or "libibverbs.so.1.14.%d.0" % int(gdr["rdma_core"])
             _write(os.path.join(libdir, lib), "")
             os.symlink(lib, os.path.join(libdir, "libibverbs.so.1"))
         if gdr["peermem"] in ("loaded", "installed"):

@@ -109,6 +109,32 @@ def test_data_path_warnings(facts, gds_wanted, count):
     assert len(c.data_path_warnings(facts, gds_wanted)) == count
 
 
+EIO = "IOMMU is translated: GPUDirect Storage fails with EIO and peer-to-peer DMA goes through the IOMMU"
+NO_NVFS = "nvidia-fs is not loaded although GPUDirect Storage is wanted"
+CROSS = {"pairing": [{"gpu": "0000:18:00.0", "netdev": "ens1", "cross_numa": True}]}
+
+
+@pytest.mark.parametrize("facts,gds_wanted,want", [
+    # GDS wanted by the play
+    ({"iommu": {"mode": "translated"}, "nvidia_fs": {"loaded": True}}, True, [EIO]),
+    ({"iommu": {"mode": "translated"}, "nvidia_fs": {"loaded": False}}, True, [EIO, NO_NVFS]),
+    ({"iommu": {"mode": "mixed"}}, True, [EIO.replace("translated", "mixed")]),
+    ({"iommu": {"mode": "identity"}, "nvidia_fs": {"loaded": True}}, True, []),
+    # not wanted: a translated IOMMU is a warning, not a failed proof
+    ({"iommu": {"mode": "translated"}, "nvidia_fs": {"loaded": True}}, False, []),
+    # left unset: wanted where nvidia-fs is loaded (the lab's hgx-h200: translated IOMMU, nvidia-fs loaded)
+    ({"iommu": {"mode": "translated"}, "nvidia_fs": {"loaded": True}}, None, [EIO]),
+    ({"iommu": {"mode": "translated"}, "nvidia_fs": {"loaded": False}}, None, []),
+    # a cross-NUMA pair slows RDMA: never a failed proof
+    (dict(CROSS, iommu={"mode": "identity"}), True, []),
+    ({}, None, []),
+])
+def test_data_path_failures_fail_a_wanted_proof_only(facts, gds_wanted, want):
+    """verify.yml fails the node on these (issue 21 item 13: it printed "fails with EIO" and exited 0)."""
+    assert c.data_path_failures(facts, gds_wanted) == want
+    assert set(want) <= set(c.data_path_warnings(facts, c.gds_wanted_on(facts, gds_wanted)))
+
+
 @pytest.mark.parametrize("parts,want", [
     (["ok", "ok"], "ok"),
     (["ok", "not_applicable"], "ok"),

@@ -45,6 +45,25 @@ CASES = [
      "rdma-core 28 has no ibv_reg_dmabuf_mr"),
     ("no_rdma_core", {"nvidia_driver": OPEN, "gpudirect": {"rdma_core": None}}, None, "none", [], "drift",
      "no libibverbs"),
+    # MLNX_OFED / DOCA-OFED name libibverbs after their package version (issue 21 item 12)
+    ("mlnx_ofed_23_10", {"nvidia_driver": OPEN, "gpudirect": {"libibverbs": "libibverbs.so.1.14.2307mlnx47"}},
+     None, "dmabuf", ["dmabuf"], "ok", "DMA-BUF"),
+    ("mlnx_ofed_5_7", {"nvidia_driver": OPEN, "gpudirect": {"libibverbs": "libibverbs.so.1.14.56mlnx40"}},
+     None, "dmabuf", ["dmabuf"], "ok", "DMA-BUF"),
+    ("mlnx_ofed_old", {"nvidia_driver": OPEN, "gpudirect": {"libibverbs": "libibverbs.so.1.1.2007mlnx28"}},
+     None, "none", [], "drift", "rdma-core 28 has no ibv_reg_dmabuf_mr"),
+    ("unknown_name", {"nvidia_driver": OPEN, "gpudirect": {"libibverbs": "libibverbs.so.1.14.custom"}},
+     None, "unknown", [], "not_checked", "cannot tell the rdma-core release of /usr/lib/x86_64-linux-gnu/"
+     "libibverbs.so.1.14.custom from its name (check that it exports ibv_reg_dmabuf_mr: nm -D"),
+    ("unknown_name_peermem", {"nvidia_driver": OPEN, "gpudirect": {"libibverbs": "libibverbs.so.1.14.custom",
+                                                                   "peermem": "loaded"}},
+     None, "nvidia_peermem", ["nvidia_peermem"], "ok", "nvidia-peermem"),
+    ("unknown_name_dmabuf_wanted", {"nvidia_driver": OPEN, "gpudirect": {"libibverbs": "libibverbs.so.1.14.custom",
+                                                                         "peermem": "loaded"}},
+     {"mechanism": "dmabuf"}, "nvidia_peermem", ["nvidia_peermem"], "not_checked", "cannot tell whether DMA-BUF"),
+    ("unknown_name_old_kernel", {"nvidia_driver": OPEN, "kernel_release": "5.4.0-150-generic",
+                                 "gpudirect": {"libibverbs": "libibverbs.so.1.14.custom"}},
+     None, "none", [], "drift", "kernel 5.4.0-150-generic is older than 5.12"),
     ("old_driver", {"nvidia_driver": {"flavour": "open", "version": "510.47.03"}}, None, "none", [], "drift",
      "older than 515"),
     ("peermem_wanted", {"nvidia_driver": OPEN}, {"mechanism": "nvidia_peermem"}, "dmabuf", ["dmabuf"], "drift",
@@ -71,6 +90,26 @@ def test_mechanism_on_simulated_nodes(tmp_path, case):
             assert any("no GPUDirect RDMA mechanism" in w for w in T.warnings(facts))
     else:
         assert not any("no GPUDirect RDMA mechanism" in w for w in T.warnings(facts))
+
+
+@pytest.mark.parametrize("names,expect", [
+    (["libibverbs.so.1.14.50.0"], (50, "upstream")),
+    (["libibverbs.so.1.14.44.0", "libibverbs.so.1.14.50.0"], (50, "upstream")),
+    (["libibverbs.so.1.14.2307mlnx47"], (47, "mlnx")),
+    (["libibverbs.so.1.14.2410mlnx54"], (54, "mlnx")),
+    (["libibverbs.so.1.14.56mlnx40"], (56, "mlnx")),
+    (["libibverbs.so.1.14.56mlnx40.0"], (56, "mlnx")),
+    (["libibverbs.so.1.14.custom", "libibverbs.so.1.14.2307mlnx47"], (47, "mlnx")),
+    (["libibverbs.so.1.14.custom"], (None, "unknown")),
+    (["libibverbs.so.1", "libibverbs.so"], None),
+])
+def test_release_from_the_file_name(tmp_path, names, expect):
+    d = tmp_path / "usr" / "lib64"
+    d.mkdir(parents=True)
+    for n in names:
+        (d / n).write_text("")
+    libs = G.libibverbs(Sysroot(str(tmp_path)))
+    assert (libs[0][:2] if libs else None) == expect
 
 
 def test_rhel_layout_reads_lib64_and_no_rails_is_not_applicable(tmp_path):

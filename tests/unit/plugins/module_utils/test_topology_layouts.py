@@ -218,6 +218,28 @@ def test_dual_port_two_functions_of_one_card(tmp_path):
     assert [(r["ibdev"], r["port"], r["dev_port"]) for r in facts["rails"]] == [("mlx5_0", 1, 0), ("mlx5_1", 1, 0)]
 
 
+@pytest.mark.parametrize("nics,ports", [
+    ([dict(nic("0000:15:00.0", ibdev="mlx4_0", driver="mlx4_core"),
+           netdevs=[{"name": "eth2", "dev_port": 0}, {"name": "eth3", "dev_port": 1}])],
+     [("mlx4_0", 1, "eth2", "0000:15:00.0"), ("mlx4_0", 2, "eth3", "0000:15:00.0")]),
+    ([nic("0000:15:00.0", "ens1f0np0", "mlx5_0"), nic("0000:15:00.1", "ens1f1np1", "mlx5_1")],
+     [("mlx5_0", 1, "ens1f0np0", "0000:15:00.0"), ("mlx5_1", 1, "ens1f1np1", "0000:15:00.1")]),
+], ids=["one function", "two functions"])
+def test_a_gpu_owns_both_ports_of_its_dual_port_nic(tmp_path, nics, ports):
+    """One GPU, one dual-port NIC: NCCL uses both ports, so the second is the GPU's too, not an unpaired rail
+    (issue 21 item 13); a rail on another card stays unpaired."""
+    model = host(rbus("0000:10", 0, rp("0000:10:01.0", up(
+        "0000:11:00.0",
+        down("0000:12:00.0", gpu("0000:13:00.0")),
+        down("0000:12:02.0", *nics))),
+        rp("0000:10:02.0", nic("0000:20:00.0", "ens2np0", "mlx5_9"))))
+    facts = T.discover(build(str(tmp_path), model))
+    assert len(facts["pairing"]) == 1
+    assert [(p["ibdev"], p["port"], p["netdev"], p["nic"]) for p in facts["pairing"][0]["ports"]] == ports
+    assert [(r["ibdev"], r["reason"]) for r in facts["unpaired"]["rails"]] == [
+        ("mlx5_9", "every GPU is paired with a rail at least as close")]
+
+
 # -- NIC card with its own switch ------------------------------------------------------------------
 
 CX = {"vendor": 0x15B3, "device": 0x197B}

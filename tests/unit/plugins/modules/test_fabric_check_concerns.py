@@ -128,18 +128,19 @@ def test_a_failing_body_is_its_own_concerns_error(node, over, name, task, text):
         (n, s) for n, s in DRIFTED.items() if n != name)
 
 
-def test_fabric_health_failure_is_the_error_of_both_its_concerns(node, monkeypatch):  # noqa: F811
+def test_fabric_health_failure_is_the_error_of_its_own_concern_only(node, monkeypatch):  # noqa: F811
+    """pcie_link's check cannot read a config space: pcie_link is error; gpudirect_rdma, checked on its own, keeps
+    its status (issue 21 item 11: one try around both marked both error)."""
     def unreadable(*_a, **_kw):
         raise OSError(5, "Input/output error", "/sys/bus/pci/devices/0000:17:00.0/config")
     monkeypatch.setattr(pcie_link, "check", unreadable)
     res = _check(node)
-    for n in ("pcie_link", "gpudirect_rdma"):
-        doc = res["concerns"][n]
-        assert doc["status"] == model.ERROR, doc
-        assert doc["reason"].startswith("fabric health check failed: "), doc
-        assert "Input/output error" in doc["reason"]
-    assert dict((n, s) for n, s in _statuses(res).items() if n not in ("pcie_link", "gpudirect_rdma")) == dict(
-        (n, s) for n, s in DRIFTED.items() if n not in ("pcie_link", "gpudirect_rdma"))
+    doc = res["concerns"]["pcie_link"]
+    assert doc["status"] == model.ERROR, doc
+    assert doc["reason"].startswith("pcie_link check failed: "), doc
+    assert "Input/output error" in doc["reason"]
+    assert dict((n, s) for n, s in _statuses(res).items() if n != "pcie_link") == dict(
+        (n, s) for n, s in DRIFTED.items() if n != "pcie_link")
 
 
 def test_fabric_health_uses_the_plays_discovery(node, monkeypatch):  # noqa: F811

@@ -84,7 +84,8 @@ def test_required_mechanism(trees, monkeypatch):
 
 
 @pytest.mark.parametrize("log,verdict,warned", [
-    ("nccl-1rank-h200.log", "no GPUDirect RDMA (socket transport)", True),
+    ("nccl-1rank-h200.log", "not exercised: one rank, nothing crossed a network (no channel connection); network "
+     "plugin Socket (NET/IB : No device found.; Failed to initialize NET plugin IB)", False),
     ("built-ib-gdrdma-2.21.log", "GPUDirect RDMA on every network channel (4 NET/IB/GDRDMA)", False),
 ])
 def test_nccl_log(trees, monkeypatch, log, verdict, warned):
@@ -101,3 +102,23 @@ def test_bad_input_and_unreadable_log(trees, monkeypatch, tmp_path):
     assert r["failed"] and "gpu_idle_speed" in r["msg"]
     r = run_module(fabric_health, {"nccl_log": str(tmp_path / "missing.log")}, monkeypatch=monkeypatch)
     assert r["failed"] and "missing.log" in r["msg"]
+
+
+@pytest.mark.parametrize("broken,other,other_status", [
+    ("gpudirect", "pcie_link", "drift"),
+    ("pcie_link", "gpudirect_rdma", "ok"),
+])
+def test_an_error_in_one_check_is_that_concerns_error_only(trees, monkeypatch, broken, other, other_status):
+    """Each check is isolated: a read error in one marks that concern error; the other keeps its own status."""
+    from ansible_collections.gpufabric.node.plugins.module_utils import health_task
+
+    def boom(*_a, **_k):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(getattr(health_task, broken), "check", boom)
+    monkeypatch.setenv(SYSROOT_ENV, trees("pcie-4gpu-downtrained"))
+    r = run_module(fabric_health, {}, monkeypatch=monkeypatch)
+    name = "gpudirect_rdma" if broken == "gpudirect" else "pcie_link"
+    assert r["failed"] and name in r["msg"] and "Input/output error" in r["msg"]
+    assert r["concerns"][name]["status"] == "error"
+    assert "Input/output error" in r["concerns"][name]["reason"]
+    assert r["concerns"][other]["status"] == other_status
