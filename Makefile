@@ -27,10 +27,11 @@ sysdeps-demo:
 sysdeps-test:
 	@tests/lab/sysdeps.sh tests/lab/apt-demo.txt tests/lab/apt-packages.txt
 
-$(VENV)/.stamp: requirements.txt | sysdeps-demo
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements.txt
+# The virtualenvs are built by tests/lab/cached_venv.sh: in place, or once per content key below
+# $GPUFABRIC_VENV_CACHE when it is set (.ci/run sets it), with a link here.
+$(VENV)/.stamp: requirements.txt tests/lab/cached_venv.sh | sysdeps-demo
+	PY=$(PY) tests/lab/cached_venv.sh $(VENV) requirements.txt -- bash -c \
+	  '$(PY) -m venv "$$VENV" && "$$VENV/bin/pip" install -q --upgrade pip && "$$VENV/bin/pip" install -q -r requirements.txt'
 	touch $@
 
 venv: $(VENV)/.stamp
@@ -48,11 +49,11 @@ unit: venv link
 integration: venv link
 	$(NOSYNC) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile --durations=25 tests/integration
 
-$(SANITY_VENV)/.stamp: requirements.txt
-	$(PY) -m venv $(SANITY_VENV)
-	$(SANITY_VENV)/bin/pip install -q --upgrade pip
-	$(SANITY_VENV)/bin/pip install -q "$$(grep '^ansible-core' requirements.txt)" \
-	  $$(for f in $$($(BIN)/python -c 'import ansible_test,os;print(os.path.dirname(ansible_test.__file__))')/_data/requirements/sanity.*.txt; do echo -r $$f; done)
+# ansible-test's sanity requirements of the pinned ansible-core (part of the key: requirements.txt pins it)
+$(SANITY_VENV)/.stamp: requirements.txt tests/lab/cached_venv.sh | venv
+	PY=$(PY) tests/lab/cached_venv.sh $(SANITY_VENV) requirements.txt -- bash -c \
+	  '$(PY) -m venv "$$VENV" && "$$VENV/bin/pip" install -q --upgrade pip && "$$VENV/bin/pip" install -q \
+	   "$$(grep "^ansible-core" requirements.txt)" $$(for f in $$($(BIN)/python -c "import ansible_test,os;print(os.path.dirname(ansible_test.__file__))")/_data/requirements/sanity.*.txt; do echo -r $$f; done)'
 	touch $@
 
 sanity: venv $(SANITY_VENV)/.stamp

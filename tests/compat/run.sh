@@ -13,33 +13,15 @@ cd "$repo"
 py=${PY:-python3}
 mapfile -t minors < <(if [ $# -gt 0 ]; then printf '%s\n' "$@"; else grep -Ev '^\s*(#|$)' tests/compat/minors.txt; fi)
 start=$(date +%s)
-community=$(PYTHONPATH='' "$repo/.venv/bin/python" -c 'import ansible_collections; print(list(ansible_collections.__path__)[0])')
+# resolved: with the virtualenv cache, .venv is a link and a cached compat virtualenv must not point into a clone
+community=$(realpath "$(PYTHONPATH='' "$repo/.venv/bin/python" -c 'import ansible_collections; print(list(ansible_collections.__path__)[0])')")
 for minor in "${minors[@]}"; do
   [[ "$minor" =~ ^2\.[0-9]+$ ]] || { echo "compat: not an ansible-core minor: $minor" >&2; exit 2; }
   venv=$repo/.venv-compat-$minor
-  if [ ! -f "$venv/.stamp" ]; then
-    rm -rf "$venv"
-    "$py" -m venv "$venv"
-    "$venv/bin/pip" install -q --upgrade pip
-    # the project's own requirements, with ansible-core at this minor; ansible (the community package) and the
-    # linters are left out: their releases pin one ansible-core each. The community collections the playbooks use
-    # come from the main virtualenv's ansible package (their requires_ansible admits every minor tested here).
-    grep -Ev '^(ansible-core|ansible|ansible-lint|molecule|pytest-testinfra)\b' requirements.txt >"$venv/requirements.txt"
-    "$venv/bin/pip" install -q "ansible-core==$minor.*" -r "$venv/requirements.txt"
-    # the community collections the playbooks use, from the main virtualenv's ansible package, found the way
-    # ansible-core finds that package's collections: ansible_collections on sys.path
-    site=$("$venv/bin/python" -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')
-    for c in ansible/posix kubernetes/core; do
-      mkdir -p "$site/ansible_collections/${c%/*}"
-      ln -sfn "$community/$c" "$site/ansible_collections/$c"
-    done
-    reqs=$("$venv/bin/python" -c 'import ansible_test,os;print(os.path.dirname(ansible_test.__file__))')/_data/requirements
-    args=()
-    for f in "$reqs"/sanity.*.txt; do
-      case $(basename "$f") in sanity.pylint.txt|sanity.pep8.txt) continue ;; esac
-      args+=(-r "$f")
-    done
-    "$venv/bin/pip" install -q "${args[@]}"
+  # built by build_venv.sh (in place, or once per content key below $GPUFABRIC_VENV_CACHE: tests/lab/cached_venv.sh)
+  if [ ! -f "$venv/.stamp" ] || [ -n "${GPUFABRIC_VENV_CACHE:-}" ]; then
+    PY=$py tests/lab/cached_venv.sh "$venv" requirements.txt tests/compat/build_venv.sh -- \
+      tests/compat/build_venv.sh "$minor" "$py" "$community"
     touch "$venv/.stamp"
   fi
   got=$("$venv/bin/python" -c 'import ansible.release as r; print(r.__version__)')

@@ -47,9 +47,39 @@ def test_every_role_import_is_isolated_and_backed_by_a_rescue():
             continue
         (role,) = roles
         inner = t["block"][0]
-        assert inner["vars"] == {"%s_continue_on_error" % role: True}, role
+        want = {"%s_continue_on_error" % role: True}
+        if os.path.exists(os.path.join(REPO, "roles", role, "tasks", "after_reboot.yml")):
+            # a role that can reboot leaves it to the play's one reboot (checked below)
+            want["%s_reboot_defer" % role] = True
+        assert inner["vars"] == want, role
         rescue = " ".join(str(r.get("ansible.builtin.set_fact")) for r in t["rescue"])
         assert "concern_failed('%s'" % role in rescue, role
+
+
+def test_roles_that_defer_their_reboot_get_one_reboot_then_their_checks():
+    """Every role the tasks file imports with <role>_reboot_defer declares it (defaults, argument spec), has the
+    after_reboot.yml the play includes, and does not reboot in its handler while deferring; the play reboots only
+    after the last of them and before any other role."""
+    tasks = _load(TASKS)
+    deferring = [r for t in tasks for r in _imported_roles([t]) if "%s_reboot_defer" % r in t["block"][0]["vars"]]
+    assert deferring, "no role defers its reboot"
+    for role in deferring:
+        defaults = _load(os.path.join(REPO, "roles", role, "defaults", "main.yml"))
+        assert defaults["%s_reboot_defer" % role] is False, role
+        spec = _load(os.path.join(REPO, "roles", role, "meta", "argument_specs.yml"))
+        assert spec["argument_specs"]["main"]["options"]["%s_reboot_defer" % role]["default"] is False, role
+        handlers = open(os.path.join(REPO, "roles", role, "handlers", "main.yml")).read()
+        assert "not __%s_reboot_deferred" % role in handlers, role
+        main = open(os.path.join(REPO, "roles", role, "tasks", "main.yml")).read()
+        assert "'role': '%s'" % role in main and "gpufabric_reboot_requests" in main, role
+    names = [t.get("name") for t in tasks]
+    hub = [i for i, t in enumerate(tasks) if "ansible.builtin.reboot" in str(t.get("block"))]
+    assert len(hub) == 1, names
+    last_deferring = max(i for i, t in enumerate(tasks) if set(_imported_roles([t])) & set(deferring))
+    first_other = min(i for i, t in enumerate(tasks) if _imported_roles([t]) and not set(_imported_roles([t])) & set(deferring))
+    assert last_deferring < hub[0] < first_other, names
+    include = [b for b in tasks[hub[0]]["block"] if "ansible.builtin.include_role" in b][0]
+    assert include["ansible.builtin.include_role"]["tasks_from"] == "after_reboot.yml"
 
 
 @pytest.mark.parametrize("play", ["provision.yml", "drift.yml", "report.yml"])
