@@ -39,8 +39,10 @@ description:
   - Each rail is configured on its own. When a rail cannot be read, a command fails on it or it does not read back
     as requested, the module goes on with the other rails and fails at the end with a message naming every failed
     rail; C(changed) then says whether any rail was changed and RV(results) what happened to each.
-  - The module records the requested state in the C(dcb) section of C(/etc/gpufabric/state.json). A rail that
-    failed keeps what was recorded for it before, so the boot-time applier re-applies to every rail what it has.
+  - The module records the requested state in the C(dcb) section of C(/etc/gpufabric/state.json), merged per rail:
+    the rails of this run get the new settings, every other recorded rail keeps its record (a run on 2 of 4 rails
+    leaves the other 2 as they were recorded), and a rail that failed keeps what was recorded for it before, so the
+    boot-time applier re-applies to every rail what it has. A rail leaves the record only with I(state=absent).
   - The DCB state is runtime state, lost at reboot and driver reload; the boot-time applier re-applies it with the
     same code.
 author:
@@ -107,6 +109,15 @@ options:
     type: str
     choices: [host, keep]
     default: host
+  state:
+    description:
+      - C(present) configures the rails and records them for the boot-time applier.
+      - C(absent) removes the rails from the record in C(/etc/gpufabric/state.json), so the boot-time applier no
+        longer re-applies DCB to them; it runs no C(dcb) command and leaves their runtime DCB as it is. The rails need
+        not exist (a NIC that was removed can be forgotten); the other options are ignored.
+    type: str
+    choices: [present, absent]
+    default: present
   ets:
     description:
       - ETS configuration. Left alone when omitted.
@@ -180,6 +191,11 @@ EXAMPLES = r"""
       tc_tsa: [ets, strict, strict, ets, strict, strict, strict, strict]
       tc_bw: [50, 0, 0, 50, 0, 0, 0, 0]
       prio_tc: [0, 1, 2, 3, 4, 5, 6, 7]
+
+- name: The boot-time applier no longer configures a removed NIC's rail
+  gpufabric.node.dcb_qos:
+    rails: [ens4np0]
+    state: absent
 """
 
 RETURN = r"""
