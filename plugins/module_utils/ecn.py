@@ -17,6 +17,10 @@ Two kernel interfaces exist, and a rail has at most one of them:
   ``np_cnp_prio_mode`` 0 (use that priority); the plan writes the mode explicitly first all the same.
   The directory exists only when debugfs is mounted and the firmware grants cc_query and cc_modify.
 
+Under kernel lockdown (integrity or confidentiality mode, as under UEFI Secure Boot) debugfs refuses to open the
+0600 ``cc_params`` files (``ecn_host.py`` has the capability table with the kernel source): such a rail is not read
+and not written, and the concern is ``not_checked`` with the lockdown mode and how to check, not ``error``.
+
 A rail with neither (Soft-RoCE, virtio, another vendor, an mlx5 rail without either interface) is
 ``not_applicable`` with the reason. The values are runtime state of the device (lost at driver reload and
 reboot).
@@ -29,7 +33,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, ecn_host
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils.sysctl import validate_ifname
 
@@ -48,6 +52,10 @@ DESIRED_KEYS = ("rails", "priority", "cnp_dscp", "cnp_priority")
 
 class EcnError(Exception):
     """A control that cannot be read, holds something unexpected or does not read back; names the rail."""
+
+
+class EcnUnreadable(EcnError):
+    """A control that exists but cannot be opened."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -139,7 +147,7 @@ def locate(sysroot, netdev):
 def _read_int(sysroot, path, rail):
     raw = sysroot.read(path)
     if raw is None:
-        raise EcnError("rail %s: cannot read %s" % (rail, path))
+        raise EcnUnreadable("rail %s: cannot read %s" % (rail, path))
     try:
         return int(raw, 0)
     except ValueError:
@@ -156,11 +164,28 @@ def _flag(sysroot, path, rail):
 def read_rail(sysroot, netdev):
     """The ECN state of one rail: {"rail", "source", "reason", "priorities": {"0".."7": {"np", "rp"}} (None where
     the interface does not expose it), "np_enabled", "rp_enabled" (lists; None: not exposed), "cnp_dscp",
-    "cnp_priority", "cnp_priority_mode" (debugfs; 0 = cnp_priority is used), "paths"}."""
+    "cnp_priority", "cnp_priority_mode" (debugfs; 0 = cnp_priority is used), "not_checked" (why the controls the
+    rail has cannot be read: kernel lockdown; None when they were read), "base"}."""
     source, base, reason = locate(sysroot, netdev)
     st = {"rail": netdev, "source": source, "reason": reason, "priorities": {}, "np_enabled": None,
-          "rp_enabled": None, "cnp_dscp": None, "cnp_priority": None, "cnp_priority_mode": None, "base": base}
+          "rp_enabled": None, "cnp_dscp": None, "cnp_priority": None, "cnp_priority_mode": None, "base": base,
+          "not_checked": None}
     if source is None:
+        return st
+    if source == DEBUGFS:
+        st["priorities"] = dict((str(p), {"np": None, "rp": None}) for p in PRIORITIES)
+        st["not_checked"] = ecn_host.debugfs_refused(sysroot)
+        if st["not_checked"]:
+            return st
+        try:
+            st["cnp_dscp"] = _read_int(sysroot, base + "/np_cnp_dscp", netdev)
+            st["cnp_priority"] = _read_int(sysroot, base + "/np_cnp_prio", netdev)
+            st["cnp_priority_mode"] = _read_int(sysroot, base + "/np_cnp_prio_mode", netdev)
+        except EcnUnreadable:
+            st["not_checked"] = ecn_host.debugfs_refused(sysroot, read_failed=True)
+            if not st["not_checked"]:
+                raise
+            st["cnp_dscp"] = st["cnp_priority"] = st["cnp_priority_mode"] = None
         return st
     if source == SYSFS:
         np, rp = [], []
@@ -175,12 +200,6 @@ def read_rail(sysroot, netdev):
         st["np_enabled"], st["rp_enabled"] = np, rp
         st["cnp_dscp"] = _read_int(sysroot, base + "/roce_np/cnp_dscp", netdev)
         st["cnp_priority"] = _read_int(sysroot, base + "/roce_np/cnp_802p_prio", netdev)
-    else:
-        for p in PRIORITIES:
-            st["priorities"][str(p)] = {"np": None, "rp": None}
-        st["cnp_dscp"] = _read_int(sysroot, base + "/np_cnp_dscp", netdev)
-        st["cnp_priority"] = _read_int(sysroot, base + "/np_cnp_prio", netdev)
-        st["cnp_priority_mode"] = _read_int(sysroot, base + "/np_cnp_prio_mode", netdev)
     return st
 
 
@@ -208,7 +227,7 @@ def plan_rail(st, desired):
     def item(key, cur, want):
         drift.append({"concern": CONCERN, "object": rail, "key": key, "current": cur, "desired": want})
 
-    if st["source"] is None:
+    if st["source"] is None or st.get("not_checked"):
         return writes, drift
     p = desired["priority"]
     if st["source"] == SYSFS:
@@ -242,6 +261,8 @@ def summary(st, priority):
     """What the diff and the per-rail result show: the managed priority and the CNP class."""
     if st.get("source") is None:
         return {"source": None}
+    if st.get("not_checked"):
+        return {"source": st["source"], "not_checked": st["not_checked"]}
     pr = st["priorities"].get(str(priority)) or {}
     out = {"source": st["source"], "np_enable:%d" % priority: pr.get("np"), "rp_enable:%d" % priority: pr.get("rp"),
            "cnp_dscp": st["cnp_dscp"], "cnp_priority": st["cnp_priority"]}
@@ -261,7 +282,8 @@ def _rail_status(rail_results):
 def apply_ecn(sysroot, rails, desired, check_mode):
     """Read, plan and (unless check mode) write every rail; each rail on its own.
 
-    Returns {"changed", "rails": [{"rail", "source", "reason", "before", "after", "error"}], "drift", "results",
+    Returns {"changed", "rails": [{"rail", "source", "reason", "not_checked", "before", "after", "error"}], "drift",
+    "results",
     "errors", "state": {rail: read_rail of the rail before}}. A rail whose controls cannot be read, written or do
     not read back fails (its ``results`` entry) and the others go on. Raises ValueError for bad input.
     """
@@ -273,12 +295,14 @@ def apply_ecn(sysroot, rails, desired, check_mode):
     out = {"changed": False, "rails": [], "drift": [], "results": [], "errors": [], "state": {}}
     p = want["priority"]
     for rail in rails:
-        entry = {"rail": rail, "source": None, "reason": None, "before": None, "after": None, "error": None}
+        entry = {"rail": rail, "source": None, "reason": None, "not_checked": None, "before": None, "after": None,
+                 "error": None}
         drift = []
         try:
             st = read_rail(sysroot, rail)
             out["state"][rail] = st
-            entry.update(source=st["source"], reason=st["reason"], before=summary(st, p))
+            entry.update(source=st["source"], reason=st["reason"], not_checked=st["not_checked"],
+                         before=summary(st, p))
             writes, drift = plan_rail(st, want)
             out["drift"].extend(drift)
             if writes and not check_mode:
@@ -314,6 +338,18 @@ def _predicted(before, drift):
     return after
 
 
+def _by_reason(rails, key):
+    """["rail(s) a, b: reason", ...]: the rails that share a reason named once, in rail order."""
+    order, names = [], {}
+    for r in rails:
+        if r.get(key):
+            if r[key] not in names:
+                order.append(r[key])
+                names[r[key]] = []
+            names[r[key]].append(r["rail"])
+    return ["rail%s %s: %s" % ("s" if len(names[w]) > 1 else "", ", ".join(names[w]), w) for w in order]
+
+
 def status_of(res, check_mode):
     """The ecn concern from apply_ecn's result (no failed rail): not_applicable when no rail has controls, else
     concerns.from_items (drift in check mode; ok, corrected, after a fix)."""
@@ -321,7 +357,14 @@ def status_of(res, check_mode):
     if na is not None:
         return na
     skipped = [r["reason"] for r in res["rails"] if r["source"] is None]
+    unchecked = _by_reason(res["rails"], "not_checked")
     doc = concerns.from_items(CONCERN, res["drift"], check_mode)
+    if unchecked and doc["status"] == concerns.OK:
+        done = [doc["reason"]] if doc.get("reason") else []
+        return dict(doc, status=concerns.NOT_CHECKED,
+                    reason=concerns.one_line("; ".join(["not checked: " + "; ".join(unchecked)] + done)))
+    if unchecked:
+        doc["reason"] = concerns.one_line("%s; not checked: %s" % (doc["reason"], "; ".join(unchecked)))
     if skipped and doc["status"] == concerns.OK and not doc.get("reason"):
         doc["reason"] = concerns.one_line("without ECN controls: " + "; ".join(skipped))
     return doc

@@ -24,6 +24,9 @@ description:
     C(docs/ecn.md).
   - A rail with neither (Soft-RoCE, virtio, another vendor's NIC, an inbox mlx5 rail without debugfs) is skipped;
     when no rail has the controls the concern C(ecn) is C(not_applicable) with the reason.
+  - Under kernel lockdown (integrity or confidentiality mode, as under UEFI Secure Boot) debugfs refuses the inbox
+    driver's C(cc_params) files; such a rail is neither read nor written, RV(rails[].not_checked) says why, and the
+    concern C(ecn) is C(not_checked) (not an error) with the lockdown mode and how to check.
   - Each rail is configured on its own; every written value is read back. A rail that cannot be read, written or
     does not read back fails and the module goes on with the others, then fails naming every failed rail.
   - The values are runtime state of the device, lost at reboot and driver reload. The module records the rails and
@@ -93,6 +96,9 @@ rails:
       type: str
     reason:
       description: Why the rail has no controls; null otherwise.
+      type: str
+    not_checked:
+      description: Why the rail's controls could not be read (kernel lockdown); null otherwise.
       type: str
     before:
       description: The managed controls as read before (C(np_enable:<prio>), C(rp_enable:<prio>), C(cnp_dscp),

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+import lockdown_kernel as lk
 import sysfs_host as sh
 
 from ansible_collections.gpufabric.node.plugins.module_utils import ecn
@@ -191,3 +192,49 @@ def test_facts_per_priority(tmp_path):
     assert f["priorities"]["4"] == {"np": False, "rp": True}
     assert "base" not in f
     assert ecn.facts(sr, "ens2np0")["source"] is None and ecn.facts(sr, "ens2np0")["reason"]
+
+
+@pytest.mark.parametrize("mode", ["integrity", "confidentiality"])
+def test_lockdown_makes_inbox_ecn_not_checked_not_error(tmp_path, mode):
+    """Issue 21 item 7: under lockdown debugfs refuses the 0600 cc_params files; ECN is not_checked, not error."""
+    _host(tmp_path)
+    sr = lk.LockedDownSysroot(str(tmp_path))
+    inbox(sr, "0000:11:00.0", dscp=26)
+    inbox(sr, "0000:12:00.0")
+    lk.write_lockdown(str(tmp_path), mode)
+    res = ecn.apply_ecn(sr, ["ens1np0", "ens2np0"], DESIRED, False)
+    assert not res["errors"] and not res["changed"] and not res["drift"]
+    assert [r["source"] for r in res["rails"]] == ["debugfs", "debugfs"]
+    doc = ecn.status_of(res, False)
+    assert doc["status"] == "not_checked"
+    assert "[%s]" % mode in doc["reason"] and "rails ens1np0, ens2np0" in doc["reason"]
+    assert "cat /sys/kernel/security/lockdown" in doc["reason"]
+    assert ecn.concern_status(sr, dict(DESIRED, rails=["ens1np0", "ens2np0"]))["status"] == "not_checked"
+    assert ecn.facts(sr, "ens1np0")["not_checked"]
+    # nothing was written: the value the kernel would have refused is still there
+    assert ecn.read_rail(lk.LockedDownSysroot(str(tmp_path)), "ens1np0")["cnp_dscp"] is None
+    lk.write_lockdown(str(tmp_path), "none")
+    assert ecn.read_rail(sr, "ens1np0")["cnp_dscp"] == 26
+
+
+def test_lockdown_beside_a_sysfs_rail_keeps_its_drift(tmp_path):
+    sr = _host(tmp_path)
+    sr = lk.LockedDownSysroot(sr.path("/"))
+    ofed(sr, "ens1np0", np=())
+    inbox(sr, "0000:12:00.0")
+    lk.write_lockdown(sr.path("/"), "integrity")
+    res = ecn.apply_ecn(sr, ["ens1np0", "ens2np0"], DESIRED, True)
+    doc = ecn.status_of(res, True)
+    assert doc["status"] == "drift" and "ens1np0 np_enable:3" in doc["reason"]
+    assert "not checked: rail ens2np0: kernel lockdown [integrity]" in doc["reason"]
+    fixed = ecn.status_of(ecn.apply_ecn(sr, ["ens1np0", "ens2np0"], DESIRED, False), False)
+    assert fixed["status"] == "not_checked" and fixed["corrected"] and "corrected 1 item(s)" in fixed["reason"]
+
+
+def test_a_refused_read_without_lockdown_stays_an_error(tmp_path):
+    sr = _host(tmp_path)
+    inbox(sr, "0000:11:00.0")
+    os.remove(sr.path("/sys/kernel/debug/mlx5/0000:11:00.0/cc_params/np_cnp_prio"))
+    os.mkdir(sr.path("/sys/kernel/debug/mlx5/0000:11:00.0/cc_params/np_cnp_prio"))
+    res = ecn.apply_ecn(sr, ["ens1np0"], DESIRED, True)
+    assert res["errors"] and "cannot read" in res["errors"][0]

@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+import lockdown_kernel as lk
 from gpufabric_sim import runtime as sim_runtime
 from gpufabric_sim import tree as sim_tree
 from modrunner import run_module
@@ -81,6 +82,24 @@ def test_inbox_debugfs_sets_the_cnp_class(tmp_path, monkeypatch):
     base = "sys/kernel/debug/mlx5/%s/cc_params/" % bdf
     assert [_read(root, base + n) for n in ("np_cnp_dscp", "np_cnp_prio", "np_cnp_prio_mode")] == ["48", "6", "0"]
     assert run_module(roce_ecn, {"rails": rails}, monkeypatch=monkeypatch)["changed"] is False
+
+
+def test_inbox_debugfs_under_lockdown_is_not_checked_and_does_not_fail(tmp_path, monkeypatch):
+    """Issue 21 item 7: Secure Boot's lockdown must not make roce_ecn (and with it roce_qos) fail on every node."""
+    root, rails, m = _node(tmp_path, monkeypatch, "hgx-h200-sriov")
+    lk.write_lockdown(root, "integrity")
+    monkeypatch.setattr(roce_ecn, "Sysroot", lk.LockedDownSysroot)
+    base = "sys/kernel/debug/mlx5/%s/cc_params/" % m["rails"][0]["bdf"]
+    before = [_read(root, base + n) for n in ("np_cnp_dscp", "np_cnp_prio", "np_cnp_prio_mode")]
+    res = run_module(roce_ecn, {"rails": rails}, monkeypatch=monkeypatch)
+    assert not res.get("failed"), res
+    assert res["changed"] is True and [d["key"] for d in res["drift"]] == ["ecn"], "only the record for boot"
+    doc = res["concerns"]["ecn"]
+    assert doc["status"] == "not_checked" and "kernel lockdown [integrity]" in doc["reason"]
+    assert all(r["not_checked"] and r["error"] is None for r in res["rails"])
+    with open(os.path.join(root, "etc/gpufabric/state.json")) as f:
+        assert json.load(f)["ecn"]["rails"] == sorted(rails)
+    assert [_read(root, base + n) for n in ("np_cnp_dscp", "np_cnp_prio", "np_cnp_prio_mode")] == before
 
 
 def test_no_controls_is_not_applicable(tmp_path, monkeypatch):
