@@ -16,6 +16,9 @@ Two kernel interfaces exist, and a rail has at most one of them:
   or set from the host), and the facts say so (``None`` per priority). Writing ``np_cnp_prio`` also sets
   ``np_cnp_prio_mode`` 0 (use that priority); the plan writes the mode explicitly first all the same.
   The directory exists only when debugfs is mounted and the firmware grants cc_query and cc_modify.
+  Whether DCQCN runs on the lossless priority there is the firmware's ``ROCE_CC_PRIO_MASK_P<port>``, read with
+  mlxconfig/mstconfig where installed (``ecn_host.firmware_prio``): a cleared bit is drift the host cannot fix (the
+  item ``firmware_cc_prio:<prio>`` says how), and without the tool the concern is ``not_checked``, never ``ok``.
 
 Under kernel lockdown (integrity or confidentiality mode, as under UEFI Secure Boot) debugfs refuses to open the
 0600 ``cc_params`` files (``ecn_host.py`` has the capability table with the kernel source): such a rail is not read
@@ -48,6 +51,8 @@ DEFAULT_CNP_PRIORITY = 6
 DEBUGFS_ROOT = "/sys/kernel/debug/mlx5"
 MLX5_DRIVERS = ("mlx5_core",)
 DESIRED_KEYS = ("rails", "priority", "cnp_dscp", "cnp_priority")
+FIRMWARE_KEY = "firmware_cc_prio:%d"
+NOT_QUERIED = "DCQCN's per-priority enable (firmware ROCE_CC_PRIO_MASK_P<port>) was not queried"
 
 
 class EcnError(Exception):
@@ -279,11 +284,29 @@ def _rail_status(rail_results):
     return None
 
 
-def apply_ecn(sysroot, rails, desired, check_mode):
+def _firmware(sysroot, rail, st, priority, firmware):
+    """(firmware doc or None, drift items the host cannot fix) of an inbox (debugfs) rail."""
+    if st["source"] != DEBUGFS:
+        return None, []
+    if firmware is None:
+        fw = {"status": concerns.NOT_CHECKED, "enabled": None, "mask": None, "key": None, "tool": None,
+              "reason": NOT_QUERIED}
+    else:
+        fw = firmware(rail_function(sysroot, rail), priority)
+    items = []
+    if fw["status"] == concerns.OK and not fw["enabled"]:
+        items.append({"concern": CONCERN, "object": rail, "key": FIRMWARE_KEY % priority, "current": False,
+                      "desired": True})
+    return fw, items
+
+
+def apply_ecn(sysroot, rails, desired, check_mode, firmware=None):
     """Read, plan and (unless check mode) write every rail; each rail on its own.
 
-    Returns {"changed", "rails": [{"rail", "source", "reason", "not_checked", "before", "after", "error"}], "drift",
-    "results",
+    ``firmware(bdf, priority)``: reads the firmware's per-priority DCQCN enable of an inbox rail
+    (``ecn_host.firmware_prio`` with a runner); None: not queried (the rail is then not_checked).
+    Returns {"changed", "rails": [{"rail", "source", "reason", "not_checked", "firmware", "before", "after",
+    "error"}], "drift", "results",
     "errors", "state": {rail: read_rail of the rail before}}. A rail whose controls cannot be read, written or do
     not read back fails (its ``results`` entry) and the others go on. Raises ValueError for bad input.
     """
@@ -295,8 +318,8 @@ def apply_ecn(sysroot, rails, desired, check_mode):
     out = {"changed": False, "rails": [], "drift": [], "results": [], "errors": [], "state": {}}
     p = want["priority"]
     for rail in rails:
-        entry = {"rail": rail, "source": None, "reason": None, "not_checked": None, "before": None, "after": None,
-                 "error": None}
+        entry = {"rail": rail, "source": None, "reason": None, "not_checked": None, "firmware": None, "before": None,
+                 "after": None, "error": None}
         drift = []
         try:
             st = read_rail(sysroot, rail)
@@ -304,13 +327,20 @@ def apply_ecn(sysroot, rails, desired, check_mode):
             entry.update(source=st["source"], reason=st["reason"], not_checked=st["not_checked"],
                          before=summary(st, p))
             writes, drift = plan_rail(st, want)
-            out["drift"].extend(drift)
+            fw, fw_items = _firmware(sysroot, rail, st, p, firmware)
+            fw_seen = {}
+            if fw is not None:
+                fw_seen[FIRMWARE_KEY % p] = fw["enabled"]
+                if fw["status"] != concerns.OK:
+                    entry["not_checked"] = "; ".join(w for w in (st["not_checked"], fw["reason"]) if w)
+            entry.update(firmware=fw, before=dict(entry["before"], **fw_seen))
+            out["drift"].extend(drift + fw_items)
             if writes and not check_mode:
                 for path, value in writes:
                     sysroot.write_attr(path, "%d\n" % value)
                 after = read_rail(sysroot, rail)
                 left = plan_rail(after, want)[1]
-                entry["after"] = summary(after, p)
+                entry["after"] = dict(summary(after, p), **fw_seen)
                 if left:
                     raise EcnError("rail %s: %s do(es) not read back as written" % (
                         rail, ", ".join("%s (reads %s, wrote %s)" % (i["key"], i["current"], i["desired"])
@@ -358,11 +388,20 @@ def status_of(res, check_mode):
         return na
     skipped = [r["reason"] for r in res["rails"] if r["source"] is None]
     unchecked = _by_reason(res["rails"], "not_checked")
-    doc = concerns.from_items(CONCERN, res["drift"], check_mode)
+    firmware = [d for d in res["drift"] if d.get("concern", CONCERN) == CONCERN and d["key"].startswith("firmware_")]
+    doc = concerns.from_items(CONCERN, [d for d in res["drift"] if d not in firmware], check_mode)
+    if firmware:
+        # drift the host cannot fix (the firmware's configuration): drift in a fix run too, with how to fix it
+        off = _by_reason([dict(r, off=(r.get("firmware") or {}).get("reason")) for r in res["rails"]
+                          if any(d["object"] == r["rail"] for d in firmware)], "off")
+        done = [doc["reason"]] if doc.get("reason") else []
+        also = ["not checked: " + "; ".join(unchecked)] if unchecked else []
+        extra = dict((k, v) for k, v in doc.items() if k not in ("status", "reason", "items"))
+        return concerns.status(concerns.DRIFT, "; ".join(off + done + also), doc["items"] + firmware, **extra)
     if unchecked and doc["status"] == concerns.OK:
         done = [doc["reason"]] if doc.get("reason") else []
         return dict(doc, status=concerns.NOT_CHECKED,
-                    reason=concerns.one_line("; ".join(["not checked: " + "; ".join(unchecked)] + done)))
+                    reason=concerns.one_line("; ".join(done + ["not checked: " + "; ".join(unchecked)])))
     if unchecked:
         doc["reason"] = concerns.one_line("%s; not checked: %s" % (doc["reason"], "; ".join(unchecked)))
     if skipped and doc["status"] == concerns.OK and not doc.get("reason"):
@@ -370,15 +409,15 @@ def status_of(res, check_mode):
     return doc
 
 
-def concern_status(sysroot, desired):
+def concern_status(sysroot, desired, firmware=None):
     """The read-only check of the ecn concern for the one-call drift check: ``desired`` is {"rails": [...],
-    "priority", "cnp_dscp", "cnp_priority"} (normalize_desired's keys). Never writes. Returns a status document
-    (error with the reason when a rail's controls cannot be read or the input is bad)."""
+    "priority", "cnp_dscp", "cnp_priority"} (normalize_desired's keys), ``firmware`` as for apply_ecn. Never writes.
+    Returns a status document (error with the reason when a rail's controls cannot be read or the input is bad)."""
     try:
         want = normalize_desired(desired)
         if not want.get("rails"):
             raise ValueError("rails must list at least one network interface")
-        res = apply_ecn(sysroot, want["rails"], want, True)
+        res = apply_ecn(sysroot, want["rails"], want, True, firmware)
     except ValueError as e:
         return concerns.error(CONCERN, str(e))
     if res["errors"]:

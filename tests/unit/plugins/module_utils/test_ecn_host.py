@@ -2,6 +2,8 @@
 """ecn_host: the kernel lockdown mode and its capability table, across the kernels of the OS profiles."""
 from __future__ import absolute_import, division, print_function
 
+import os
+
 import pytest
 
 import lockdown_kernel as lk
@@ -66,3 +68,81 @@ def test_debugfs_refused(tmp_path, mode, release, read_failed, refused):
 def test_unknown_capability_is_refused():
     with pytest.raises(ValueError):
         ecn_host.has("nope", (6, 1))
+
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "mlxconfig")
+
+
+def fixture(name):
+    with open(os.path.join(FIXTURES, name)) as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("name, key, mask", [
+    ("query_prio_mask_p1_255.txt", "ROCE_CC_PRIO_MASK_P1", 255),
+    ("query_prio_mask_p2_247.txt", "ROCE_CC_PRIO_MASK_P2", 247),
+])
+def test_parse_prio_mask_fixtures(name, key, mask):
+    assert ecn_host.parse_prio_mask(fixture(name), key) == mask
+
+
+@pytest.mark.parametrize("text, needle", [
+    (fixture("query_prio_mask_p1_255.txt"), "ROCE_CC_PRIO_MASK_P2 is not in the output"),
+    ("Configurations:      Next Boot\n        ROCE_CC_PRIO_MASK_P2   256\n", "expected a priority bit mask"),
+    ("Configurations:      Next Boot\n        ROCE_CC_PRIO_MASK_P2   True(1)\n", "expected a priority bit mask"),
+    ("        ROCE_CC_PRIO_MASK_P2   8\n", "is not in the output"),   # no Configurations: header
+])
+def test_parse_prio_mask_refuses(text, needle):
+    with pytest.raises(ValueError) as e:
+        ecn_host.parse_prio_mask(text, "ROCE_CC_PRIO_MASK_P2")
+    assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("bdf, port", [("0000:11:00.0", 1), ("0000:11:00.1", 2), ("0000:11:00.2", None),
+                                       ("0000:11:00", None), (None, None)])
+def test_port_of(bdf, port):
+    assert ecn_host.port_of(bdf) == port
+
+
+def tool(outputs, installed=("mlxconfig",)):
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return outputs
+    return run, (lambda name: "/usr/bin/" + name if name in installed else None), calls
+
+
+# id, bdf, priority, run output, installed tools, status, enabled, reason needles
+FIRMWARE_CASES = [
+    ("default-mask", "0000:11:00.0", 3, (0, fixture("query_prio_mask_p1_255.txt"), ""), ("mlxconfig",), "ok", True,
+     []),
+    ("bit-3-clear", "0000:12:00.1", 3, (0, fixture("query_prio_mask_p2_247.txt"), ""), ("mlxconfig",), "ok", False,
+     ["DCQCN is off for priority 3", "mlxconfig -d 0000:12:00.1 set ROCE_CC_PRIO_MASK_P2=255", "mlxfwreset"]),
+    ("bit-0-set-in-247", "0000:12:00.1", 0, (0, fixture("query_prio_mask_p2_247.txt"), ""), ("mlxconfig",), "ok",
+     True, []),
+    ("mstconfig-only", "0000:12:00.1", 3, (0, fixture("query_prio_mask_p2_247.txt"), ""), ("mstconfig",), "ok", False,
+     ["mstconfig -d 0000:12:00.1 set"]),
+    ("no-tool", "0000:11:00.0", 3, (0, "", ""), (), "not_checked", None,
+     ["neither mlxconfig", "check: mlxconfig -d 0000:11:00.0 query ROCE_CC_PRIO_MASK_P1 (bit 3 must be set"]),
+    ("query-fails", "0000:11:00.0", 3, (3, "", "-E- Failed to open device: 0000:11:00.0"), ("mlxconfig",),
+     "not_checked", None, ["rc=3", "Failed to open device", "check: mlxconfig"]),
+    ("garbage", "0000:11:00.0", 3, (0, "nothing useful", ""), ("mlxconfig",), "not_checked", None,
+     ["is not in the output", "check: mlxconfig"]),
+    ("unknown-port", "0000:11:00.4", 3, (0, "", ""), ("mlxconfig",), "not_checked", None,
+     ["port of 0000:11:00.4 is not known"]),
+]
+
+
+@pytest.mark.parametrize("case", FIRMWARE_CASES, ids=[c[0] for c in FIRMWARE_CASES])
+def test_firmware_prio(case):
+    _id, bdf, prio, output, installed, status, enabled, needles = case
+    run, which, calls = tool(output, installed)
+    fw = ecn_host.firmware_prio(run, which, bdf, prio)
+    assert (fw["status"], fw["enabled"]) == (status, enabled)
+    for n in needles:
+        assert n in fw["reason"]
+    if status == "ok" and enabled:
+        assert fw["reason"] is None
+    if calls:
+        assert calls == [["/usr/bin/" + installed[0], "-d", bdf, "query", fw["key"]]], "a read-only query"
