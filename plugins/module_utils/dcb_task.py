@@ -16,6 +16,7 @@ __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import dcb
+from ansible_collections.gpufabric.node.plugins.module_utils import dcbx as dcbx_mode
 from ansible_collections.gpufabric.node.plugins.module_utils import desired as desired_state
 from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils import results
@@ -134,6 +135,11 @@ def run(module, sysroot=None):
     if st_item:
         out["drift"].append(st_item)
     out["changed"] = out["changed"] or bool(st_item)
+    # a host lldpad can rewrite the rails' DCB: reported (drift the module does not fix), never silently fought
+    agent = dcbx_mode.lldpad(sysroot)
+    out["lldpad"] = agent
+    if agent:
+        out["drift"].append(dcbx_mode.lldpad_item(agent))
     if module._diff:
         out["diff"] = [dict(before=dcb.diff_text(res["rails"], "before"),
                             after=dcb.diff_text(res["rails"], "after"),
@@ -144,5 +150,11 @@ def run(module, sysroot=None):
         msg = results.failure_message("DCB configuration", "rail(s)", res["results"])
         out["concerns"] = {"dcb": concerns.error("dcb", msg, items=results.annotate(out["drift"], res["results"]))}
         module.fail_json(msg=msg, **out)
-    out["concerns"] = {"dcb": concerns.from_items("dcb", out["drift"], module.check_mode)}
+    doc = concerns.from_items("dcb", [d for d in out["drift"] if d["key"] != dcbx_mode.LLDPAD], module.check_mode)
+    if agent:
+        extra = dict((k, v) for k, v in doc.items() if k not in ("status", "reason", "items"))
+        doc = concerns.status(concerns.DRIFT, "; ".join([dcbx_mode.lldpad_reason(agent)]
+                                                        + ([doc["reason"]] if doc.get("reason") else [])),
+                              doc["items"] + [dcbx_mode.lldpad_item(agent)], **extra)
+    out["concerns"] = {"dcb": doc}
     return out

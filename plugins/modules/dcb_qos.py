@@ -101,7 +101,9 @@ options:
       - Who owns DCB on the rail. C(host) makes the host the owner in IEEE mode (C(dcb dcbx set dev X host ieee)), so
         that neither a switch's DCBX nor the NIC firmware's LLDP agent can replace PFC and trust; a rail whose mode
         lacks C(host) or C(ieee), or has C(lld-managed), is drift (key C(dcbx)). A C(cee) bit beside C(host ieee) is
-        left alone (mlx5 reports it after every driver load). The host takes over first, before the other commands.
+        left alone (mlx5 reports it after every driver load). The host takes over first, before the other commands;
+        a rail taken over is read again and the rest is planned from that read (the handover can change ETS, PFC and
+        APP). Check mode takes nothing over.
       - On mlx5 a rail the host does not own shows C(cee ieee) (the firmware's DCBX agent is in charge); the driver
         refuses C(lld-managed). A driver that does not answer C(dcb dcbx show) is left alone (RV(rails[].dcbx_error)
         says why).
@@ -301,6 +303,14 @@ drift:
     - {concern: dcb, object: ens1np0, key: pfc, current: [], desired: [3]}
     - {concern: dcb, object: ens2np0, key: "dscp_prio:10", current: 3, desired: null}
     - {concern: dcb, object: ens2np0, key: pfc, current: [3, 4], desired: [3]}
+lldpad:
+  description:
+    - A host lldpad (open-lldp DCBX agent) that can rewrite the rails' DCB - C(pids) of running processes and
+      C(enabled) systemd unit links; null when there is none. When found the concern C(dcb) is C(drift) (also after a
+      fix run) with a drift item of object and key C(lldpad); the module does not stop it.
+  returned: always
+  type: dict
+  sample: {"pids": [812], "enabled": []}
 dcb_version:
   description:
     - iproute2 version of the dcb binary, when it was queried (C(dcb -V)); null when no rail needed it (all rails

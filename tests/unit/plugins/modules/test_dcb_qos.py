@@ -138,6 +138,24 @@ def test_two_of_four_rails_keep_the_others_in_the_boot_record(node, monkeypatch)
     assert not run_module(dcb_qos, {"rails": ["ens4np0"], "state": "absent"}, monkeypatch=monkeypatch)["changed"]
 
 
+def test_a_running_lldpad_is_reported_not_fought_silently(node, monkeypatch):
+    """Issue 21 item 8: a host lldpad can rewrite DCB; the dcb concern says so (drift, also after a fix run)."""
+    root = node()
+    os.makedirs(os.path.join(root, "proc", "812"))
+    with open(os.path.join(root, "proc", "812", "comm"), "w") as f:
+        f.write("lldpad\n")
+    res = run_module(dcb_qos, {"rails": RAILS}, monkeypatch=monkeypatch)
+    assert not res.get("failed"), res
+    doc = res["concerns"]["dcb"]
+    assert doc["status"] == "drift" and doc["reason"].startswith("lldpad is running (pid 812)")
+    assert res["lldpad"] == {"pids": [812], "enabled": []}
+    assert ("lldpad", "lldpad") in [(d["object"], d["key"]) for d in res["drift"]]
+    again = run_module(dcb_qos, {"rails": RAILS}, monkeypatch=monkeypatch)
+    assert again["changed"] is False and again["concerns"]["dcb"]["status"] == "drift"
+    os.remove(os.path.join(root, "proc", "812", "comm"))
+    assert run_module(dcb_qos, {"rails": RAILS}, monkeypatch=monkeypatch)["concerns"]["dcb"]["status"] == "ok"
+
+
 def test_custom_map_pfc_and_ets(node, monkeypatch):
     root = node()
     args = {"rails": ["ens1np0"], "dscp_map": [{"dscp": 26, "priority": 3}, {"dscp": 48, "priority": 6}],
