@@ -457,30 +457,61 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
         probes.append((netdev, driver, apptrust))
     # DCBX mode read with the rest (a driver without getdcbx does not answer it: not readable, not a rail error)
     with_dcbx = want["dcbx"] != dcbx_mode.KEEP
-    current, read_errors = _read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes], need_version)
-    rail_res, all_drift, ran = [], [], []
+    first, read_errors = _read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes], need_version)
+    # The host takes DCB over first (dcb dcbx set ... host ieee): until then the firmware's LLDP agent owns ETS, PFC
+    # and APP and the handover can change them, so a rail taken over is read again and planned from what it has
+    # then. Check mode takes nothing over: its plan is made from the state before the handover.
+    takeover, ran, current, failed_takeover = {}, [], dict(first), {}
+    for netdev, _d, _a in probes:
+        if netdev not in read_errors:
+            takeover[netdev] = dcbx_mode.plan(netdev, first[netdev].get("dcbx"), want["dcbx"])
+    if not check_mode:
+        taken = []
+        for netdev, _d, _a in probes:
+            for argv in takeover.get(netdev, ([], []))[0]:
+                rc, out, err = _run(run, argv)
+                ran.append(argv)
+                if rc != 0:
+                    failed_takeover[netdev] = "%s failed on rail %s (rc=%s): %s" % (
+                        " ".join(argv), netdev, rc, (err or out or "").strip())
+                    break
+            else:
+                if takeover.get(netdev, ([], []))[0]:
+                    taken.append(netdev)
+        again, again_errors = _read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes if n in taken],
+                                         need_version)
+        current.update(again)
+        for n, e in again_errors.items():
+            read_errors[n] = "after taking DCB over: %s" % e
+    rail_res, all_drift = [], []
     for netdev, driver, apptrust in probes:
         res = {"rail": netdev, "driver": driver, "apptrust_supported": apptrust, "before": None, "after": None,
                "dcbx_error": None,
                "commands": [], "changes": [], "error": None, "_drift": [], "_ok": 0}
         rail_res.append(res)
-        if netdev in read_errors:
+        if netdev in read_errors and netdev not in first:
             res["error"] = "reading the DCB state of rail %s failed: %s" % (netdev, read_errors[netdev])
             continue
-        res["commands"], res["_drift"] = plan_rail(netdev, current[netdev], want, driver=driver, apptrust=apptrust)
-        # the host takes DCB over first, so that the firmware's LLDP agent cannot replace what follows
-        mode, res["dcbx_error"] = current[netdev].get("dcbx"), current[netdev].get("dcbx_error")
-        cmds, items = dcbx_mode.plan(netdev, mode, want["dcbx"])
-        res["commands"], res["_drift"] = cmds + res["commands"], items + res["_drift"]
-        res["before"] = summarize(current[netdev], want)
-        res["before"]["dcbx"] = " ".join(mode["flags"]) if mode else None
+        cmds, items = takeover[netdev]
+        mode, res["dcbx_error"] = first[netdev].get("dcbx"), first[netdev].get("dcbx_error")
+        before = dict(summarize(first[netdev], want), dcbx=" ".join(mode["flags"]) if mode else None)
+        res["before"] = before
+        res["_ok"] = len(cmds) if cmds and not check_mode and netdev not in failed_takeover else 0
+        res["error"] = failed_takeover.get(netdev)
+        if netdev in read_errors:
+            res["error"] = "reading the DCB state of rail %s failed: %s" % (netdev, read_errors[netdev])
+        rest, drift = [], []
+        if not res["error"]:
+            rest, drift = plan_rail(netdev, current[netdev], want, driver=driver, apptrust=apptrust)
+        res["commands"], res["_drift"] = cmds + rest, items + drift
         all_drift.extend(res["_drift"])
         if check_mode:
-            res["after"] = _predicted(current[netdev], want) if res["commands"] else res["before"]
-            res["after"]["dcbx"] = " ".join(dcbx_mode.DESIRED_FLAGS) if cmds else res["before"]["dcbx"]
+            after = _predicted(current[netdev], want) if res["commands"] else dict(before)
+            after["dcbx"] = " ".join(dcbx_mode.DESIRED_FLAGS) if cmds else before["dcbx"]
+            res["after"] = after
             res["changes"] = results.from_drift(netdev, res["_drift"])["changes"]
             continue
-        for argv in res["commands"]:
+        for argv in ([] if res["error"] else rest):
             rc, out, err = _run(run, argv)
             ran.append(argv)
             if rc != 0:

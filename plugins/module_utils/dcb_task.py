@@ -16,10 +16,12 @@ __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import dcb
+from ansible_collections.gpufabric.node.plugins.module_utils import dcbx as dcbx_mode
 from ansible_collections.gpufabric.node.plugins.module_utils import desired as desired_state
 from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
+from ansible_collections.gpufabric.node.plugins.module_utils.sysctl import validate_ifname
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 ARGUMENT_SPEC = dict(
@@ -32,6 +34,7 @@ ARGUMENT_SPEC = dict(
     trust=dict(type="str", choices=["dscp", "pcp"], default="dscp"),
     other_app_entries=dict(type="str", choices=list(dcb.OTHER_APP_CHOICES), default=dcb.DEFAULT_OTHER_APP),
     dcbx=dict(type="str", choices=list(dcb.DCBX_CHOICES), default=dcb.DEFAULT_DCBX),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
     ets=dict(type="dict", options=dict(
         tc_tsa=dict(type="list", elements="str", required=True),
         tc_bw=dict(type="list", elements="int", required=True),
@@ -47,9 +50,40 @@ def make_runner(module, binary):
     return run_dcb
 
 
+def forget(module, sysroot):
+    """state=absent: remove the rails from the boot-time record (the applier no longer re-applies DCB to them); their
+    runtime DCB is left as it is. A rail that no longer exists can be removed."""
+    rails = module.params["rails"]
+    try:
+        if not rails:
+            raise ValueError("rails must list at least one network interface")
+        for r in rails:
+            validate_ifname(r)
+    except ValueError as e:
+        module.fail_json(msg=str(e), concerns={"dcb": concerns.error("dcb", str(e))})
+    with nodelock.for_module(module, sysroot, "dcb_qos", ("dcb",)):
+        try:
+            before, after, item = state_store.record_with_drift(sysroot, "dcb", None, module.check_mode, merge=True,
+                                                                removed=rails)
+        except (ValueError, OSError, IOError) as e:
+            msg = "removing rails from the DCB record failed: %s" % e
+            module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg)})
+    drift = [item] if item else []
+    out = dict(changed=bool(item), rails=[], results=[], drift=drift, commands=[], dcb_version=None,
+               state_file=state_store.STATE_FILE, concerns={"dcb": concerns.from_items("dcb", drift,
+                                                                                       module.check_mode)})
+    if module._diff:
+        out["diff"] = [dict(before=before, after=after, before_header=state_store.STATE_FILE,
+                            after_header=state_store.STATE_FILE)]
+    return out
+
+
 def run(module, sysroot=None):
     """Validate, plan and (unless check mode) apply DCB on every rail, and record it for the boot-time applier."""
     p = module.params
+    sysroot = sysroot or Sysroot()
+    if p.get("state") == "absent":
+        return forget(module, sysroot)
     desired = {"dscp_map": p["dscp_map"], "pfc_priorities": p["pfc_priorities"],
                "trust": p["trust"], "ets": p["ets"]}
     # other_app_entries goes to apply_dcb; the recorded state (state.py) does not hold it yet
@@ -61,7 +95,6 @@ def run(module, sysroot=None):
     if conflicts:
         msg = "; ".join(conflicts)
         module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg)})
-    sysroot = sysroot or Sysroot()
     try:
         dcb.normalize_desired(want)
         dcb.validate_rails(sysroot, p["rails"])
@@ -87,13 +120,14 @@ def run(module, sysroot=None):
 
         # the boot-time applier re-applies what is recorded here (DCB is lost at reboot and driver reload); a rail
         # that failed keeps what was recorded for it
+        # merged per rail: the rails this run does not name keep their record (removal is state=absent)
         failed = results.names(res["results"], results.FAILED)
         section = dict(desired, rails=p["rails"])
         out = dict(changed=res["changed"], rails=res["rails"], results=res["results"], drift=list(res["drift"]),
                    commands=res["commands"], dcb_version=res["dcb_version"], state_file=state_store.STATE_FILE)
         try:
             st_before, st_after, st_item = state_store.record_with_drift(sysroot, "dcb", section, module.check_mode,
-                                                                         keep=failed)
+                                                                         keep=failed, merge=True)
         except (ValueError, OSError, IOError) as e:
             msg = "recording the DCB state for the boot-time applier failed: %s" % e
             module.fail_json(msg=msg, concerns={"dcb": concerns.error("dcb", msg, items=results.annotate(
@@ -101,6 +135,11 @@ def run(module, sysroot=None):
     if st_item:
         out["drift"].append(st_item)
     out["changed"] = out["changed"] or bool(st_item)
+    # a host lldpad can rewrite the rails' DCB: reported (drift the module does not fix), never silently fought
+    agent = dcbx_mode.lldpad(sysroot)
+    out["lldpad"] = agent
+    if agent:
+        out["drift"].append(dcbx_mode.lldpad_item(agent))
     if module._diff:
         out["diff"] = [dict(before=dcb.diff_text(res["rails"], "before"),
                             after=dcb.diff_text(res["rails"], "after"),
@@ -111,5 +150,11 @@ def run(module, sysroot=None):
         msg = results.failure_message("DCB configuration", "rail(s)", res["results"])
         out["concerns"] = {"dcb": concerns.error("dcb", msg, items=results.annotate(out["drift"], res["results"]))}
         module.fail_json(msg=msg, **out)
-    out["concerns"] = {"dcb": concerns.from_items("dcb", out["drift"], module.check_mode)}
+    doc = concerns.from_items("dcb", [d for d in out["drift"] if d["key"] != dcbx_mode.LLDPAD], module.check_mode)
+    if agent:
+        extra = dict((k, v) for k, v in doc.items() if k not in ("status", "reason", "items"))
+        doc = concerns.status(concerns.DRIFT, "; ".join([dcbx_mode.lldpad_reason(agent)]
+                                                        + ([doc["reason"]] if doc.get("reason") else [])),
+                              doc["items"] + [dcbx_mode.lldpad_item(agent)], **extra)
+    out["concerns"] = {"dcb": doc}
     return out

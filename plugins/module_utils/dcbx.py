@@ -20,6 +20,10 @@ Facts this code relies on:
 * The host owns DCB when ``host`` is set and ``lld-managed`` is not, and ``ieee`` is set (the collection drives the
   IEEE objects: ets, pfc, app). A ``cee`` bit beside them is the host agent's capability and is left alone (mlx5
   reports it after every driver load).
+* A host DCBX agent, ``lldpad`` (open-lldp), sets ETS, PFC and APP through the same dcbnl calls from what it
+  negotiates with the switch or was told with ``lldptool``, whenever it likes: it and dcb_qos would rewrite each
+  other. :func:`lldpad` finds it (a process whose ``/proc/<pid>/comm`` is ``lldpad``, or its systemd unit enabled
+  below ``/etc/systemd/system/*.wants``) so that the dcb concern reports it instead of fighting it.
 
 Plain Python; the runner ``run(argv) -> (rc, out, err)`` is injected. Private to the collection.
 """
@@ -106,6 +110,47 @@ def read(run, netdev):
         return parse(out), None
     except DcbxError as e:
         return None, str(e)
+
+
+# ----------------------------------------------------------------------------------------------
+# a host DCBX agent (lldpad)
+
+LLDPAD = "lldpad"
+LLDPAD_UNITS = ("lldpad.service", "lldpad.socket")
+SYSTEMD_ETC = "/etc/systemd/system"
+
+
+def lldpad(sysroot):
+    """{"pids": [running lldpad processes], "enabled": [enabled unit links]}, or None when there is neither."""
+    pids = sorted(int(n) for n in sysroot.listdir("/proc")
+                  if n.isdigit() and sysroot.read("/proc/%s/comm" % n) == LLDPAD)
+    enabled = []
+    for wants in sysroot.listdir(SYSTEMD_ETC):
+        if wants.endswith(".wants"):
+            for unit in LLDPAD_UNITS:
+                link = "%s/%s/%s" % (SYSTEMD_ETC, wants, unit)
+                if sysroot.islink(link) or sysroot.exists(link):
+                    enabled.append(link)
+    if not pids and not enabled:
+        return None
+    return {"pids": pids, "enabled": enabled}
+
+
+def lldpad_item(agent):
+    """The dcb drift item (object and key ``lldpad``) for a found lldpad: dcb_qos does not stop it."""
+    what = []
+    if agent["pids"]:
+        what.append("running (pid %s)" % ", ".join(str(p) for p in agent["pids"]))
+    if agent["enabled"]:
+        what.append("enabled (%s)" % ", ".join(agent["enabled"]))
+    return {"concern": "dcb", "object": LLDPAD, "key": LLDPAD, "current": " and ".join(what),
+            "desired": "not running, not enabled"}
+
+
+def lldpad_reason(agent):
+    return ("lldpad is %s: this host DCBX agent can rewrite ETS, PFC and APP behind dcb_qos, which does not stop it; "
+            "stop it (systemctl disable --now lldpad.service lldpad.socket) or leave DCB to lldptool; check: "
+            "systemctl status lldpad" % lldpad_item(agent)["current"])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -16,6 +16,13 @@ Two kernel interfaces exist, and a rail has at most one of them:
   or set from the host), and the facts say so (``None`` per priority). Writing ``np_cnp_prio`` also sets
   ``np_cnp_prio_mode`` 0 (use that priority); the plan writes the mode explicitly first all the same.
   The directory exists only when debugfs is mounted and the firmware grants cc_query and cc_modify.
+  Whether DCQCN runs on the lossless priority there is the firmware's ``ROCE_CC_PRIO_MASK_P<port>``, read with
+  mlxconfig/mstconfig where installed (``ecn_host.firmware_prio``): a cleared bit is drift the host cannot fix (the
+  item ``firmware_cc_prio:<prio>`` says how), and without the tool the concern is ``not_checked``, never ``ok``.
+
+Under kernel lockdown (integrity or confidentiality mode, as under UEFI Secure Boot) debugfs refuses to open the
+0600 ``cc_params`` files (``ecn_host.py`` has the capability table with the kernel source): such a rail is not read
+and not written, and the concern is ``not_checked`` with the lockdown mode and how to check, not ``error``.
 
 A rail with neither (Soft-RoCE, virtio, another vendor, an mlx5 rail without either interface) is
 ``not_applicable`` with the reason. The values are runtime state of the device (lost at driver reload and
@@ -29,7 +36,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, ecn_host
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils.sysctl import validate_ifname
 
@@ -44,10 +51,16 @@ DEFAULT_CNP_PRIORITY = 6
 DEBUGFS_ROOT = "/sys/kernel/debug/mlx5"
 MLX5_DRIVERS = ("mlx5_core",)
 DESIRED_KEYS = ("rails", "priority", "cnp_dscp", "cnp_priority")
+FIRMWARE_KEY = "firmware_cc_prio:%d"
+NOT_QUERIED = "DCQCN's per-priority enable (firmware ROCE_CC_PRIO_MASK_P<port>) was not queried"
 
 
 class EcnError(Exception):
     """A control that cannot be read, holds something unexpected or does not read back; names the rail."""
+
+
+class EcnUnreadable(EcnError):
+    """A control that exists but cannot be opened."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -139,7 +152,7 @@ def locate(sysroot, netdev):
 def _read_int(sysroot, path, rail):
     raw = sysroot.read(path)
     if raw is None:
-        raise EcnError("rail %s: cannot read %s" % (rail, path))
+        raise EcnUnreadable("rail %s: cannot read %s" % (rail, path))
     try:
         return int(raw, 0)
     except ValueError:
@@ -156,11 +169,28 @@ def _flag(sysroot, path, rail):
 def read_rail(sysroot, netdev):
     """The ECN state of one rail: {"rail", "source", "reason", "priorities": {"0".."7": {"np", "rp"}} (None where
     the interface does not expose it), "np_enabled", "rp_enabled" (lists; None: not exposed), "cnp_dscp",
-    "cnp_priority", "cnp_priority_mode" (debugfs; 0 = cnp_priority is used), "paths"}."""
+    "cnp_priority", "cnp_priority_mode" (debugfs; 0 = cnp_priority is used), "not_checked" (why the controls the
+    rail has cannot be read: kernel lockdown; None when they were read), "base"}."""
     source, base, reason = locate(sysroot, netdev)
     st = {"rail": netdev, "source": source, "reason": reason, "priorities": {}, "np_enabled": None,
-          "rp_enabled": None, "cnp_dscp": None, "cnp_priority": None, "cnp_priority_mode": None, "base": base}
+          "rp_enabled": None, "cnp_dscp": None, "cnp_priority": None, "cnp_priority_mode": None, "base": base,
+          "not_checked": None}
     if source is None:
+        return st
+    if source == DEBUGFS:
+        st["priorities"] = dict((str(p), {"np": None, "rp": None}) for p in PRIORITIES)
+        st["not_checked"] = ecn_host.debugfs_refused(sysroot)
+        if st["not_checked"]:
+            return st
+        try:
+            st["cnp_dscp"] = _read_int(sysroot, base + "/np_cnp_dscp", netdev)
+            st["cnp_priority"] = _read_int(sysroot, base + "/np_cnp_prio", netdev)
+            st["cnp_priority_mode"] = _read_int(sysroot, base + "/np_cnp_prio_mode", netdev)
+        except EcnUnreadable:
+            st["not_checked"] = ecn_host.debugfs_refused(sysroot, read_failed=True)
+            if not st["not_checked"]:
+                raise
+            st["cnp_dscp"] = st["cnp_priority"] = st["cnp_priority_mode"] = None
         return st
     if source == SYSFS:
         np, rp = [], []
@@ -175,12 +205,6 @@ def read_rail(sysroot, netdev):
         st["np_enabled"], st["rp_enabled"] = np, rp
         st["cnp_dscp"] = _read_int(sysroot, base + "/roce_np/cnp_dscp", netdev)
         st["cnp_priority"] = _read_int(sysroot, base + "/roce_np/cnp_802p_prio", netdev)
-    else:
-        for p in PRIORITIES:
-            st["priorities"][str(p)] = {"np": None, "rp": None}
-        st["cnp_dscp"] = _read_int(sysroot, base + "/np_cnp_dscp", netdev)
-        st["cnp_priority"] = _read_int(sysroot, base + "/np_cnp_prio", netdev)
-        st["cnp_priority_mode"] = _read_int(sysroot, base + "/np_cnp_prio_mode", netdev)
     return st
 
 
@@ -208,7 +232,7 @@ def plan_rail(st, desired):
     def item(key, cur, want):
         drift.append({"concern": CONCERN, "object": rail, "key": key, "current": cur, "desired": want})
 
-    if st["source"] is None:
+    if st["source"] is None or st.get("not_checked"):
         return writes, drift
     p = desired["priority"]
     if st["source"] == SYSFS:
@@ -242,6 +266,8 @@ def summary(st, priority):
     """What the diff and the per-rail result show: the managed priority and the CNP class."""
     if st.get("source") is None:
         return {"source": None}
+    if st.get("not_checked"):
+        return {"source": st["source"], "not_checked": st["not_checked"]}
     pr = st["priorities"].get(str(priority)) or {}
     out = {"source": st["source"], "np_enable:%d" % priority: pr.get("np"), "rp_enable:%d" % priority: pr.get("rp"),
            "cnp_dscp": st["cnp_dscp"], "cnp_priority": st["cnp_priority"]}
@@ -258,10 +284,29 @@ def _rail_status(rail_results):
     return None
 
 
-def apply_ecn(sysroot, rails, desired, check_mode):
+def _firmware(sysroot, rail, st, priority, firmware):
+    """(firmware doc or None, drift items the host cannot fix) of an inbox (debugfs) rail."""
+    if st["source"] != DEBUGFS:
+        return None, []
+    if firmware is None:
+        fw = {"status": concerns.NOT_CHECKED, "enabled": None, "mask": None, "key": None, "tool": None,
+              "reason": NOT_QUERIED}
+    else:
+        fw = firmware(rail_function(sysroot, rail), priority)
+    items = []
+    if fw["status"] == concerns.OK and not fw["enabled"]:
+        items.append({"concern": CONCERN, "object": rail, "key": FIRMWARE_KEY % priority, "current": False,
+                      "desired": True})
+    return fw, items
+
+
+def apply_ecn(sysroot, rails, desired, check_mode, firmware=None):
     """Read, plan and (unless check mode) write every rail; each rail on its own.
 
-    Returns {"changed", "rails": [{"rail", "source", "reason", "before", "after", "error"}], "drift", "results",
+    ``firmware(bdf, priority)``: reads the firmware's per-priority DCQCN enable of an inbox rail
+    (``ecn_host.firmware_prio`` with a runner); None: not queried (the rail is then not_checked).
+    Returns {"changed", "rails": [{"rail", "source", "reason", "not_checked", "firmware", "before", "after",
+    "error"}], "drift", "results",
     "errors", "state": {rail: read_rail of the rail before}}. A rail whose controls cannot be read, written or do
     not read back fails (its ``results`` entry) and the others go on. Raises ValueError for bad input.
     """
@@ -273,20 +318,29 @@ def apply_ecn(sysroot, rails, desired, check_mode):
     out = {"changed": False, "rails": [], "drift": [], "results": [], "errors": [], "state": {}}
     p = want["priority"]
     for rail in rails:
-        entry = {"rail": rail, "source": None, "reason": None, "before": None, "after": None, "error": None}
+        entry = {"rail": rail, "source": None, "reason": None, "not_checked": None, "firmware": None, "before": None,
+                 "after": None, "error": None}
         drift = []
         try:
             st = read_rail(sysroot, rail)
             out["state"][rail] = st
-            entry.update(source=st["source"], reason=st["reason"], before=summary(st, p))
+            entry.update(source=st["source"], reason=st["reason"], not_checked=st["not_checked"],
+                         before=summary(st, p))
             writes, drift = plan_rail(st, want)
-            out["drift"].extend(drift)
+            fw, fw_items = _firmware(sysroot, rail, st, p, firmware)
+            fw_seen = {}
+            if fw is not None:
+                fw_seen[FIRMWARE_KEY % p] = fw["enabled"]
+                if fw["status"] != concerns.OK:
+                    entry["not_checked"] = "; ".join(w for w in (st["not_checked"], fw["reason"]) if w)
+            entry.update(firmware=fw, before=dict(entry["before"], **fw_seen))
+            out["drift"].extend(drift + fw_items)
             if writes and not check_mode:
                 for path, value in writes:
                     sysroot.write_attr(path, "%d\n" % value)
                 after = read_rail(sysroot, rail)
                 left = plan_rail(after, want)[1]
-                entry["after"] = summary(after, p)
+                entry["after"] = dict(summary(after, p), **fw_seen)
                 if left:
                     raise EcnError("rail %s: %s do(es) not read back as written" % (
                         rail, ", ".join("%s (reads %s, wrote %s)" % (i["key"], i["current"], i["desired"])
@@ -314,6 +368,18 @@ def _predicted(before, drift):
     return after
 
 
+def _by_reason(rails, key):
+    """["rail(s) a, b: reason", ...]: the rails that share a reason named once, in rail order."""
+    order, names = [], {}
+    for r in rails:
+        if r.get(key):
+            if r[key] not in names:
+                order.append(r[key])
+                names[r[key]] = []
+            names[r[key]].append(r["rail"])
+    return ["rail%s %s: %s" % ("s" if len(names[w]) > 1 else "", ", ".join(names[w]), w) for w in order]
+
+
 def status_of(res, check_mode):
     """The ecn concern from apply_ecn's result (no failed rail): not_applicable when no rail has controls, else
     concerns.from_items (drift in check mode; ok, corrected, after a fix)."""
@@ -321,21 +387,37 @@ def status_of(res, check_mode):
     if na is not None:
         return na
     skipped = [r["reason"] for r in res["rails"] if r["source"] is None]
-    doc = concerns.from_items(CONCERN, res["drift"], check_mode)
+    unchecked = _by_reason(res["rails"], "not_checked")
+    firmware = [d for d in res["drift"] if d.get("concern", CONCERN) == CONCERN and d["key"].startswith("firmware_")]
+    doc = concerns.from_items(CONCERN, [d for d in res["drift"] if d not in firmware], check_mode)
+    if firmware:
+        # drift the host cannot fix (the firmware's configuration): drift in a fix run too, with how to fix it
+        off = _by_reason([dict(r, off=(r.get("firmware") or {}).get("reason")) for r in res["rails"]
+                          if any(d["object"] == r["rail"] for d in firmware)], "off")
+        done = [doc["reason"]] if doc.get("reason") else []
+        also = ["not checked: " + "; ".join(unchecked)] if unchecked else []
+        extra = dict((k, v) for k, v in doc.items() if k not in ("status", "reason", "items"))
+        return concerns.status(concerns.DRIFT, "; ".join(off + done + also), doc["items"] + firmware, **extra)
+    if unchecked and doc["status"] == concerns.OK:
+        done = [doc["reason"]] if doc.get("reason") else []
+        return dict(doc, status=concerns.NOT_CHECKED,
+                    reason=concerns.one_line("; ".join(done + ["not checked: " + "; ".join(unchecked)])))
+    if unchecked:
+        doc["reason"] = concerns.one_line("%s; not checked: %s" % (doc["reason"], "; ".join(unchecked)))
     if skipped and doc["status"] == concerns.OK and not doc.get("reason"):
         doc["reason"] = concerns.one_line("without ECN controls: " + "; ".join(skipped))
     return doc
 
 
-def concern_status(sysroot, desired):
+def concern_status(sysroot, desired, firmware=None):
     """The read-only check of the ecn concern for the one-call drift check: ``desired`` is {"rails": [...],
-    "priority", "cnp_dscp", "cnp_priority"} (normalize_desired's keys). Never writes. Returns a status document
-    (error with the reason when a rail's controls cannot be read or the input is bad)."""
+    "priority", "cnp_dscp", "cnp_priority"} (normalize_desired's keys), ``firmware`` as for apply_ecn. Never writes.
+    Returns a status document (error with the reason when a rail's controls cannot be read or the input is bad)."""
     try:
         want = normalize_desired(desired)
         if not want.get("rails"):
             raise ValueError("rails must list at least one network interface")
-        res = apply_ecn(sysroot, want["rails"], want, True)
+        res = apply_ecn(sysroot, want["rails"], want, True, firmware)
     except ValueError as e:
         return concerns.error(CONCERN, str(e))
     if res["errors"]:

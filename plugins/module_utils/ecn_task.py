@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns, ecn, nodelock, results
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, ecn, ecn_host, nodelock, results
 from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
@@ -38,6 +38,18 @@ def diff_text(rails, key):
     return "".join(lines)
 
 
+def firmware_reader(module):
+    """ecn.apply_ecn's ``firmware``: the firmware's per-priority DCQCN enable through mlxconfig/mstconfig, where
+    installed (read only: ``query``)."""
+    def run_tool(argv):
+        return module.run_command(list(argv), environ_update={"LC_ALL": "C", "LANG": "C"})
+
+    def which(name):
+        return module.get_bin_path(name)
+
+    return lambda bdf, priority: ecn_host.firmware_prio(run_tool, which, bdf, priority)
+
+
 def run(module, sysroot=None):
     """Validate, plan and (unless check mode) apply the NP/RP enables and the CNP class on every rail, and record
     them for the boot-time applier (ECN is lost at reboot and driver reload)."""
@@ -56,7 +68,7 @@ def run(module, sysroot=None):
     with nodelock.for_module(module, sysroot, "roce_ecn", ("ecn",)):
         try:
             state_store.validate_section("ecn", section)
-            res = ecn.apply_ecn(sysroot, p["rails"], desired, module.check_mode)
+            res = ecn.apply_ecn(sysroot, p["rails"], desired, module.check_mode, firmware_reader(module))
         except (ValueError, OSError, IOError) as e:
             msg = "ECN configuration failed: %s" % e
             module.fail_json(msg=msg, concerns={"ecn": concerns.error("ecn", msg)})

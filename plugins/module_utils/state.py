@@ -9,7 +9,9 @@ modules that apply such state call :func:`record` after applying; the boot-time 
 (``applier.py``) reads the file with :func:`load` and applies it again with the same module_utils.
 The file says what each object has: after a partial apply (``record(..., keep=failed)``) the objects
 that were applied get the new settings and each failed one keeps what was recorded for it, so the
-applier never re-applies older settings to an object that got the new ones.
+applier never re-applies older settings to an object that got the new ones. A module that configures
+only the objects it is given (``dcb_qos``) records with ``merge``: the objects it does not name keep their record,
+and an object leaves the record only when a run removes it explicitly (``removed``).
 
 Schema (``version`` 1), one section per concern, each optional::
 
@@ -190,6 +192,30 @@ def keep_previous(previous, new, failed):
     # got the new settings
     for g in groups_of(previous):
         kept = [o for o in g.get(key) or [] if o in failed and o in wanted]
+        if kept:
+            groups.append(dict(g, **{key: kept}))
+    if not groups:
+        return None
+    return groups[0] if len(groups) == 1 else {"groups": groups}
+
+
+def merge_previous(previous, new, failed=(), removed=(), key="rails"):
+    """The section to record when a run names only some objects (rails): ``new``'s settings for the objects it names
+    that were applied, the settings ``previous`` recorded for every object the run does not name and for each named
+    one in ``failed``, and nothing for the objects in ``removed`` (removal is explicit). ``new`` None: only the
+    removal. Both sections validated; None when nothing is left. Groups by the other kind of name are dropped, as in
+    keep_previous."""
+    failed, removed = set(failed or ()), set(removed or ())
+    if new is not None:
+        key = _objects_key(groups_of(new)[0])
+    groups, named = [], set()
+    for g in groups_of(new):
+        named.update(g[key])
+        rest = [o for o in g[key] if o not in failed and o not in removed]
+        if rest:
+            groups.append(dict(g, **{key: rest}))
+    for g in groups_of(previous):
+        kept = [o for o in g.get(key) or [] if o not in removed and (o not in named or o in failed)]
         if kept:
             groups.append(dict(g, **{key: kept}))
     if not groups:
@@ -409,11 +435,13 @@ class FileLock(object):
         return False
 
 
-def plan_record(sysroot, concern, data, path=STATE_FILE, keep=None):
+def plan_record(sysroot, concern, data, path=STATE_FILE, keep=None, merge=False, removed=()):
     """(changed, before_text, after_text) of recording ``data`` (None removes the section).
 
     ``keep``: objects (rails, devices) whose apply failed; they keep what the file recorded for them
-    (``keep_previous``) while the others get ``data``.
+    (``keep_previous``) while the others get ``data``. ``merge``: ``data`` updates only the objects it names, the
+    others keep their record, the objects in ``removed`` are dropped (``merge_previous``; ``data`` None with
+    ``removed``: only the removal).
     """
     if concern not in CONCERNS:
         raise ValueError("unknown concern %r (known: %s)" % (concern, ", ".join(CONCERNS)))
@@ -425,7 +453,10 @@ def plan_record(sysroot, concern, data, path=STATE_FILE, keep=None):
         # A corrupt file is replaced by a valid one holding this section: the modules that own the
         # other sections record them again on their next run.
         current = empty()
-    if keep:
+    if merge:
+        section = merge_previous(current.get(concern), section, keep, removed)
+        section = None if section is None else validate_section(concern, section)
+    elif keep:
         section = keep_previous(current.get(concern), section, keep)
         section = None if section is None else validate_section(concern, section)
     if section is None and before_text is None:
@@ -439,23 +470,24 @@ def plan_record(sysroot, concern, data, path=STATE_FILE, keep=None):
     return before_text != after_text, before_text or "", after_text
 
 
-def record(sysroot, concern, data, check_mode, path=STATE_FILE, keep=None):
+def record(sysroot, concern, data, check_mode, path=STATE_FILE, keep=None, merge=False, removed=()):
     """Store ``data`` as the desired state of ``concern``; True when the file changed (or would).
 
-    ``data`` None removes the section. ``keep``: see plan_record. ValueError for invalid data (nothing is written).
+    ``data`` None removes the section. ``keep``, ``merge``, ``removed``: see plan_record. ValueError for invalid data
+    (nothing is written).
     """
     with FileLock(sysroot, not check_mode):
-        changed, _before, after = plan_record(sysroot, concern, data, path, keep)
+        changed, _before, after = plan_record(sysroot, concern, data, path, keep, merge, removed)
         if changed and not check_mode:
             sysroot.write_file_atomic(path, after, 0o644)
     return changed
 
 
-def record_with_drift(sysroot, concern, data, check_mode, keep=None, path=STATE_FILE):
+def record_with_drift(sysroot, concern, data, check_mode, keep=None, path=STATE_FILE, merge=False, removed=()):
     """``record`` for a module: (before_text, after_text, drift item or None). The drift item says the recorded state
     differs from (or lacks) what the module would record, which the boot-time applier would otherwise re-apply."""
-    changed, before, after = plan_record(sysroot, concern, data, path, keep)
-    record(sysroot, concern, data, check_mode, path, keep)
+    changed, before, after = plan_record(sysroot, concern, data, path, keep, merge, removed)
+    record(sysroot, concern, data, check_mode, path, keep, merge, removed)
     item = None
     if changed:
         item = {"concern": concern, "object": path, "key": concern, "current": "differs" if before else "missing",

@@ -39,8 +39,10 @@ description:
   - Each rail is configured on its own. When a rail cannot be read, a command fails on it or it does not read back
     as requested, the module goes on with the other rails and fails at the end with a message naming every failed
     rail; C(changed) then says whether any rail was changed and RV(results) what happened to each.
-  - The module records the requested state in the C(dcb) section of C(/etc/gpufabric/state.json). A rail that
-    failed keeps what was recorded for it before, so the boot-time applier re-applies to every rail what it has.
+  - The module records the requested state in the C(dcb) section of C(/etc/gpufabric/state.json), merged per rail:
+    the rails of this run get the new settings, every other recorded rail keeps its record (a run on 2 of 4 rails
+    leaves the other 2 as they were recorded), and a rail that failed keeps what was recorded for it before, so the
+    boot-time applier re-applies to every rail what it has. A rail leaves the record only with I(state=absent).
   - The DCB state is runtime state, lost at reboot and driver reload; the boot-time applier re-applies it with the
     same code.
 author:
@@ -99,7 +101,9 @@ options:
       - Who owns DCB on the rail. C(host) makes the host the owner in IEEE mode (C(dcb dcbx set dev X host ieee)), so
         that neither a switch's DCBX nor the NIC firmware's LLDP agent can replace PFC and trust; a rail whose mode
         lacks C(host) or C(ieee), or has C(lld-managed), is drift (key C(dcbx)). A C(cee) bit beside C(host ieee) is
-        left alone (mlx5 reports it after every driver load). The host takes over first, before the other commands.
+        left alone (mlx5 reports it after every driver load). The host takes over first, before the other commands;
+        a rail taken over is read again and the rest is planned from that read (the handover can change ETS, PFC and
+        APP). Check mode takes nothing over.
       - On mlx5 a rail the host does not own shows C(cee ieee) (the firmware's DCBX agent is in charge); the driver
         refuses C(lld-managed). A driver that does not answer C(dcb dcbx show) is left alone (RV(rails[].dcbx_error)
         says why).
@@ -107,6 +111,15 @@ options:
     type: str
     choices: [host, keep]
     default: host
+  state:
+    description:
+      - C(present) configures the rails and records them for the boot-time applier.
+      - C(absent) removes the rails from the record in C(/etc/gpufabric/state.json), so the boot-time applier no
+        longer re-applies DCB to them; it runs no C(dcb) command and leaves their runtime DCB as it is. The rails need
+        not exist (a NIC that was removed can be forgotten); the other options are ignored.
+    type: str
+    choices: [present, absent]
+    default: present
   ets:
     description:
       - ETS configuration. Left alone when omitted.
@@ -180,6 +193,11 @@ EXAMPLES = r"""
       tc_tsa: [ets, strict, strict, ets, strict, strict, strict, strict]
       tc_bw: [50, 0, 0, 50, 0, 0, 0, 0]
       prio_tc: [0, 1, 2, 3, 4, 5, 6, 7]
+
+- name: The boot-time applier no longer configures a removed NIC's rail
+  gpufabric.node.dcb_qos:
+    rails: [ens4np0]
+    state: absent
 """
 
 RETURN = r"""
@@ -285,6 +303,14 @@ drift:
     - {concern: dcb, object: ens1np0, key: pfc, current: [], desired: [3]}
     - {concern: dcb, object: ens2np0, key: "dscp_prio:10", current: 3, desired: null}
     - {concern: dcb, object: ens2np0, key: pfc, current: [3, 4], desired: [3]}
+lldpad:
+  description:
+    - A host lldpad (open-lldp DCBX agent) that can rewrite the rails' DCB - C(pids) of running processes and
+      C(enabled) systemd unit links; null when there is none. When found the concern C(dcb) is C(drift) (also after a
+      fix run) with a drift item of object and key C(lldpad); the module does not stop it.
+  returned: always
+  type: dict
+  sample: {"pids": [812], "enabled": []}
 dcb_version:
   description:
     - iproute2 version of the dcb binary, when it was queried (C(dcb -V)); null when no rail needed it (all rails

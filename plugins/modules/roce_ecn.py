@@ -20,10 +20,16 @@ description:
   - MLNX_OFED/DOCA's mlx5 driver exposes C(/sys/class/net/<if>/ecn/roce_np|roce_rp/enable/<prio>) and
     C(roce_np/cnp_dscp), C(roce_np/cnp_802p_prio). The inbox (upstream) mlx5 driver exposes the CNP DSCP and
     priority in debugfs, C(/sys/kernel/debug/mlx5/<pci function>/cc_params/np_cnp_dscp), C(np_cnp_prio),
-    C(np_cnp_prio_mode), and no per-priority NP/RP enable (firmware-controlled; reported as unknown). See
-    C(docs/ecn.md).
+    C(np_cnp_prio_mode), and no per-priority NP/RP enable. There DCQCN runs on the priorities set in the firmware's
+    C(ROCE_CC_PRIO_MASK_P<port>), which the module reads (never writes) with C(mlxconfig) (NVIDIA MFT) or
+    C(mstconfig) (mstflint) where installed. The bit of I(priority) cleared is drift the module cannot fix (item
+    C(firmware_cc_prio:<prio>), with the C(mlxconfig set) and firmware reset it needs); without either tool the
+    concern C(ecn) is C(not_checked) with how to check. See C(docs/ecn.md).
   - A rail with neither (Soft-RoCE, virtio, another vendor's NIC, an inbox mlx5 rail without debugfs) is skipped;
     when no rail has the controls the concern C(ecn) is C(not_applicable) with the reason.
+  - Under kernel lockdown (integrity or confidentiality mode, as under UEFI Secure Boot) debugfs refuses the inbox
+    driver's C(cc_params) files; such a rail is neither read nor written, RV(rails[].not_checked) says why, and the
+    concern C(ecn) is C(not_checked) (not an error) with the lockdown mode and how to check.
   - Each rail is configured on its own; every written value is read back. A rail that cannot be read, written or
     does not read back fails and the module goes on with the others, then fails naming every failed rail.
   - The values are runtime state of the device, lost at reboot and driver reload. The module records the rails and
@@ -94,6 +100,14 @@ rails:
     reason:
       description: Why the rail has no controls; null otherwise.
       type: str
+    not_checked:
+      description: What could not be read on the rail and how to check it (kernel lockdown; on the inbox driver the
+        firmware's per-priority enable when mlxconfig/mstconfig is missing or fails); null otherwise.
+      type: str
+    firmware:
+      description: Inbox driver only (null otherwise) - the firmware's per-priority DCQCN enable as read
+        (C(status) ok/not_checked, C(enabled), C(mask), C(key), C(tool), C(reason)).
+      type: dict
     before:
       description: The managed controls as read before (C(np_enable:<prio>), C(rp_enable:<prio>), C(cnp_dscp),
         C(cnp_priority), C(cnp_priority_mode) on debugfs; null means not exposed).

@@ -142,6 +142,9 @@ def test_normalize_desired_errors(desired, needle):
      {"dscp_map": {26: 3}, "pfc": [], "trust": "dscp", "ets": None, "other_app_entries": "remove"}),
     ({"dcbx": "keep"}, {"dscp_map": {26: 3}, "pfc": [3], "trust": "dscp", "ets": None, "other_app_entries": "keep",
                         "dcbx": "keep"}),
+    # the boundaries: DSCP 0 and 63 (64 is refused above), priority 7
+    ({"dscp_map": [{"dscp": 63, "priority": 7}, {"dscp": 0, "priority": 0}]},
+     {"dscp_map": {0: 0, 63: 7}, "pfc": [3], "trust": "dscp", "ets": None, "other_app_entries": "keep"}),
 ])
 def test_normalize_desired_ok(desired, expected):
     assert dcb.normalize_desired(desired) == dict({"dcbx": "host"}, **expected)

@@ -152,3 +152,70 @@ def test_firmware_facts_without_mlxconfig_say_not_read():
     text = "Configurations:      Next Boot\n        LLDP_NB_DCBX_P1     False(0)\n"
     f = dcbx.firmware_facts(lambda argv: (0, text, ""), lambda n: "/usr/bin/mlxconfig", "0000:1a:00.0")
     assert f == {"status": "ok", "reason": None, "settings": {"LLDP_NB_DCBX_P1": "False(0)"}}
+
+
+class HandoverRunner(Runner):
+    """The emulator, where the handover to the host changes the rail's DCB (issue 21 item 8): the firmware's LLDP
+    agent kept PFC as negotiated with the switch, and once the host owns the port PFC is what the host last set."""
+
+    def __init__(self, root, host_pfc):
+        Runner.__init__(self, root)
+        self.host_pfc = host_pfc
+
+    def __call__(self, argv):
+        rc, out, err = Runner.__call__(self, argv)
+        if argv[1:3] == ["dcbx", "set"] and rc == 0:
+            dcb_emu.run(["pfc", "set", "dev", argv[4], "prio-pfc", "all:off"]
+                        + ["%d:on" % p for p in self.host_pfc], root=self.root)
+        return rc, out, err
+
+
+def test_the_plan_is_made_after_the_host_takes_dcb_over(tmp_path):
+    sr, run = _node(tmp_path)
+    rails = ["ens1np0", "ens2np0"]
+    dcb.apply_dcb(run, rails, {}, False, sysroot=sr)
+    dcb_dcbx.firmware_takes_over(str(tmp_path), "ens2np0")
+    run = HandoverRunner(str(tmp_path), host_pfc=[])
+    fix = dcb.apply_dcb(run, rails, {}, False, sysroot=sr)
+    assert not fix["errors"], fix["errors"]
+    takeover = run.calls.index(["dcb", "dcbx", "set", "dev", "ens2np0", "host", "ieee"])
+    pfc_set = run.calls.index(["dcb", "pfc", "set", "dev", "ens2np0", "prio-pfc", "all:off", "3:on"])
+    reads = [i for i, c in enumerate(run.calls) if "show" in c or "-b" in c]
+    assert takeover < pfc_set and any(takeover < i < pfc_set for i in reads), "read again between the two"
+    assert [(d["object"], d["key"]) for d in fix["drift"]] == [("ens2np0", "dcbx"), ("ens2np0", "pfc")]
+    r2 = fix["rails"][1]
+    assert r2["before"]["dcbx"] == "cee ieee" and r2["before"]["pfc"] == [3], "before: as read before the handover"
+    assert r2["after"]["pfc"] == [3] and r2["after"]["dcbx"] == "host ieee"
+    assert not dcb.apply_dcb(run, rails, {}, False, sysroot=sr)["changed"]
+
+
+# id, processes {pid: comm}, enabled unit links, found (pids, enabled)
+LLDPAD_CASES = [
+    ("none", {1: "systemd", 200: "lldpd"}, [], None),
+    ("running", {1: "systemd", 812: "lldpad"}, [], ([812], [])),
+    ("enabled-not-running", {1: "systemd"}, ["multi-user.target.wants/lldpad.service"],
+     ([], ["/etc/systemd/system/multi-user.target.wants/lldpad.service"])),
+    ("socket-enabled-and-running", {812: "lldpad", 9: "lldpad"}, ["sockets.target.wants/lldpad.socket"],
+     ([9, 812], ["/etc/systemd/system/sockets.target.wants/lldpad.socket"])),
+    ("look-alikes", {5: "lldpad2", 6: "lldptool", 7: "xlldpad"}, ["multi-user.target.wants/lldpd.service"], None),
+]
+
+
+@pytest.mark.parametrize("case", LLDPAD_CASES, ids=[c[0] for c in LLDPAD_CASES])
+def test_lldpad_is_found(tmp_path, case):
+    _id, procs, links, found = case
+    for pid, comm in procs.items():
+        os.makedirs(str(tmp_path / "proc" / str(pid)))
+        (tmp_path / "proc" / str(pid) / "comm").write_text(comm + "\n")
+    (tmp_path / "proc" / "self").mkdir(parents=True, exist_ok=True)
+    for link in links:
+        path = tmp_path / "etc/systemd/system" / link
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink("/usr/lib/systemd/system/" + os.path.basename(link), str(path))   # dangling below the root
+    agent = dcbx.lldpad(Sysroot(str(tmp_path)))
+    assert (agent if agent is None else (agent["pids"], agent["enabled"])) == found
+    if agent:
+        item = dcbx.lldpad_item(agent)
+        assert item["object"] == item["key"] == "lldpad" and item["concern"] == "dcb"
+        reason = dcbx.lldpad_reason(agent)
+        assert "systemctl disable --now lldpad.service lldpad.socket" in reason and len(reason) < 400

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+import lockdown_kernel as lk
 import sysfs_host as sh
 
 from ansible_collections.gpufabric.node.plugins.module_utils import ecn
@@ -191,3 +192,103 @@ def test_facts_per_priority(tmp_path):
     assert f["priorities"]["4"] == {"np": False, "rp": True}
     assert "base" not in f
     assert ecn.facts(sr, "ens2np0")["source"] is None and ecn.facts(sr, "ens2np0")["reason"]
+
+
+@pytest.mark.parametrize("mode", ["integrity", "confidentiality"])
+def test_lockdown_makes_inbox_ecn_not_checked_not_error(tmp_path, mode):
+    """Issue 21 item 7: under lockdown debugfs refuses the 0600 cc_params files; ECN is not_checked, not error."""
+    _host(tmp_path)
+    sr = lk.LockedDownSysroot(str(tmp_path))
+    inbox(sr, "0000:11:00.0", dscp=26)
+    inbox(sr, "0000:12:00.0")
+    lk.write_lockdown(str(tmp_path), mode)
+    res = ecn.apply_ecn(sr, ["ens1np0", "ens2np0"], DESIRED, False)
+    assert not res["errors"] and not res["changed"] and not res["drift"]
+    assert [r["source"] for r in res["rails"]] == ["debugfs", "debugfs"]
+    doc = ecn.status_of(res, False)
+    assert doc["status"] == "not_checked"
+    assert "[%s]" % mode in doc["reason"] and "rails ens1np0, ens2np0" in doc["reason"]
+    assert "cat /sys/kernel/security/lockdown" in doc["reason"]
+    assert ecn.concern_status(sr, dict(DESIRED, rails=["ens1np0", "ens2np0"]))["status"] == "not_checked"
+    assert ecn.facts(sr, "ens1np0")["not_checked"]
+    # nothing was written: the value the kernel would have refused is still there
+    assert ecn.read_rail(lk.LockedDownSysroot(str(tmp_path)), "ens1np0")["cnp_dscp"] is None
+    lk.write_lockdown(str(tmp_path), "none")
+    assert ecn.read_rail(sr, "ens1np0")["cnp_dscp"] == 26
+
+
+def test_lockdown_beside_a_sysfs_rail_keeps_its_drift(tmp_path):
+    sr = _host(tmp_path)
+    sr = lk.LockedDownSysroot(sr.path("/"))
+    ofed(sr, "ens1np0", np=())
+    inbox(sr, "0000:12:00.0")
+    lk.write_lockdown(sr.path("/"), "integrity")
+    res = ecn.apply_ecn(sr, ["ens1np0", "ens2np0"], DESIRED, True)
+    doc = ecn.status_of(res, True)
+    assert doc["status"] == "drift" and "ens1np0 np_enable:3" in doc["reason"]
+    assert "not checked: rail ens2np0: kernel lockdown [integrity]" in doc["reason"]
+    fixed = ecn.status_of(ecn.apply_ecn(sr, ["ens1np0", "ens2np0"], DESIRED, False), False)
+    assert fixed["status"] == "not_checked" and fixed["corrected"] and "corrected 1 item(s)" in fixed["reason"]
+
+
+def test_a_refused_read_without_lockdown_stays_an_error(tmp_path):
+    sr = _host(tmp_path)
+    inbox(sr, "0000:11:00.0")
+    os.remove(sr.path("/sys/kernel/debug/mlx5/0000:11:00.0/cc_params/np_cnp_prio"))
+    os.mkdir(sr.path("/sys/kernel/debug/mlx5/0000:11:00.0/cc_params/np_cnp_prio"))
+    res = ecn.apply_ecn(sr, ["ens1np0"], DESIRED, True)
+    assert res["errors"] and "cannot read" in res["errors"][0]
+
+
+def firmware(masks):
+    """apply_ecn's ``firmware`` with the masks of ROCE_CC_PRIO_MASK per PCI function (None: not readable)."""
+    def read(bdf, priority):
+        if masks.get(bdf) is None:
+            return {"status": "not_checked", "enabled": None, "mask": None, "key": "K", "tool": None,
+                    "reason": "no mlxconfig for %s; check: mlxconfig -d %s query K" % (bdf, bdf)}
+        mask = masks[bdf]
+        on = bool(mask >> priority & 1)
+        return {"status": "ok", "enabled": on, "mask": mask, "key": "K", "tool": "mlxconfig",
+                "reason": None if on else "DCQCN is off for priority %d in the firmware of %s" % (priority, bdf)}
+    return read
+
+
+# id, firmware masks (None: apply_ecn without a firmware reader), check-mode status, fix-run status, needle
+INBOX_FIRMWARE_CASES = [
+    ("not-queried", None, "drift", "not_checked", "was not queried"),
+    ("tool-missing", {}, "drift", "not_checked", "check: mlxconfig -d 0000:11:00.0 query K"),
+    ("default-mask-255", {"0000:11:00.0": 255, "0000:12:00.0": 255}, "drift", "ok", None),
+    ("bit-3-clear-on-one", {"0000:11:00.0": 255, "0000:12:00.0": 247}, "drift", "drift",
+     "DCQCN is off for priority 3 in the firmware of 0000:12:00.0"),
+    ("one-unreadable", {"0000:11:00.0": 255}, "drift", "not_checked", "rail ens2np0: no mlxconfig"),
+]
+
+
+@pytest.mark.parametrize("case", INBOX_FIRMWARE_CASES, ids=[c[0] for c in INBOX_FIRMWARE_CASES])
+def test_inbox_ecn_is_ok_only_when_the_firmware_enables_the_priority(tmp_path, case):
+    """Issue 21 item 6: on the inbox driver the CNP class alone does not make ECN ok."""
+    _id, masks, check_status, fix_status, needle = case
+    sr = _host(tmp_path)
+    inbox(sr, "0000:11:00.0", dscp=26)
+    inbox(sr, "0000:12:00.0", mode=0)
+    fw = None if masks is None else firmware(masks)
+    rails = ["ens1np0", "ens2np0"]
+    check = ecn.apply_ecn(sr, rails, DESIRED, True, fw)
+    doc = ecn.status_of(check, True)
+    assert doc["status"] == check_status
+    assert ecn.concern_status(sr, dict(DESIRED, rails=rails), fw)["status"] == check_status
+    fix = ecn.apply_ecn(sr, rails, DESIRED, False, fw)
+    assert not fix["errors"]
+    doc = ecn.status_of(fix, False)
+    assert doc["status"] == fix_status
+    if needle:
+        assert needle in doc["reason"]
+    again = ecn.apply_ecn(sr, rails, DESIRED, False, fw)
+    assert not again["changed"], "the firmware item is never written"
+    assert ecn.status_of(again, False)["status"] == fix_status
+    fw_items = [d for d in again["drift"] if d["key"].startswith("firmware_")]
+    assert [(d["object"], d["key"]) for d in fw_items] == ([("ens2np0", "firmware_cc_prio:3")]
+                                                          if fix_status == "drift" else [])
+    if fix_status == "drift":
+        assert doc["items"] and "not corrected" not in doc["reason"] and not again["results"][1]["changes"]
+    assert again["rails"][0]["before"]["firmware_cc_prio:3"] == (None if not masks else True)

@@ -272,6 +272,43 @@ def test_record_keeps_failed_objects(tmp_path, concern, previous, new, failed, e
     assert state.load(sr).get(concern) == expected
 
 
+R4 = ["ens1np0", "ens2np0", "ens3np0", "ens4np0"]
+MERGE_CASES = [
+    # id, previous section (None: none), new section (None: only a removal), failed, removed, recorded
+    ("2 of 4 rails: the other 2 keep their record", _dcb(R4, [3]), _dcb(["ens1np0", "ens2np0"], [4]), [], [],
+     {"groups": [_dcb(["ens1np0", "ens2np0"], [4]), _dcb(["ens3np0", "ens4np0"], [3])]}),
+    ("same settings on a subset: nothing changes", _dcb(R4, [3]), _dcb(["ens2np0"], [3]), [], [], _dcb(R4, [3])),
+    ("a new rail joins the record", _dcb(["ens1np0"], [3]), _dcb(["ens2np0"], [3]), [], [],
+     _dcb(["ens1np0", "ens2np0"], [3])),
+    ("no record yet", None, _dcb(["ens2np0"], [3]), [], [], _dcb(["ens2np0"], [3])),
+    ("a failed named rail keeps its record, unnamed ones too", _dcb(R4, [3]), _dcb(["ens1np0", "ens2np0"], [4]),
+     ["ens2np0"], [], {"groups": [_dcb(["ens1np0"], [4]), _dcb(["ens2np0", "ens3np0", "ens4np0"], [3])]}),
+    ("a failed rail never recorded gets none", _dcb(["ens3np0"], [3]), _dcb(["ens1np0"], [4]), ["ens1np0"], [],
+     _dcb(["ens3np0"], [3])),
+    ("explicit removal", _dcb(R4, [3]), None, [], ["ens3np0", "ens9np0"], _dcb(["ens1np0", "ens2np0", "ens4np0"], [3])),
+    ("removing the last rail drops the section", _dcb(["ens1np0"], [3]), None, [], ["ens1np0"], None),
+    ("removal beside an update", {"groups": [_dcb(["ens1np0"], [4]), _dcb(["ens2np0", "ens3np0"], [3])]},
+     _dcb(["ens1np0"], [5]), [], ["ens2np0"], {"groups": [_dcb(["ens1np0"], [5]), _dcb(["ens3np0"], [3])]}),
+]
+
+
+@pytest.mark.parametrize("previous,new,failed,removed,expected", [c[1:] for c in MERGE_CASES],
+                         ids=[c[0] for c in MERGE_CASES])
+def test_record_merges_per_rail(tmp_path, previous, new, failed, removed, expected):
+    sr = Sysroot(str(tmp_path))
+    if previous is not None:
+        state.record(sr, "dcb", previous, False)
+    h = sr.read_raw(state.STATE_FILE)
+    changed = state.record(sr, "dcb", new, True, keep=failed, merge=True, removed=removed)
+    assert sr.read_raw(state.STATE_FILE) == h
+    assert changed == (state.load(sr).get("dcb") != expected)
+    state.record(sr, "dcb", new, False, keep=failed, merge=True, removed=removed)
+    assert state.load(sr).get("dcb") == expected
+    # what the boot-time applier gets from it: every recorded rail once
+    rails = [r for rs, _d in state.dcb_groups(expected) for r in rs] if expected else []
+    assert sorted(rails) == sorted(set(rails))
+
+
 def test_dcb_groups_for_the_applier():
     section = state.validate_section("dcb", {"groups": [_dcb(["ens2np0"], [3]), _dcb(["ens1np0"], [4])]})
     assert [(rails, d["pfc_priorities"]) for rails, d in state.dcb_groups(section)] == [

@@ -112,6 +112,50 @@ def test_only_drifted_rail(node, monkeypatch):
     assert counters(root, "ens1np0")["pfc_set_calls"] == 1
 
 
+def test_two_of_four_rails_keep_the_others_in_the_boot_record(node, monkeypatch):
+    """Issue 21 item 9: a run on 2 of 4 rails must not shrink the record the boot-time applier re-applies."""
+    four = ["ens1np0", "ens2np0", "ens3np0", "ens4np0"]
+    root = node(rails=four)
+    assert not run_module(dcb_qos, {"rails": four}, monkeypatch=monkeypatch).get("failed")
+    res = run_module(dcb_qos, {"rails": four[:2], "pfc_priorities": [3, 6],
+                               "dscp_map": [{"dscp": 26, "priority": 3}, {"dscp": 48, "priority": 6}]},
+                     monkeypatch=monkeypatch)
+    assert not res.get("failed"), res
+    with open(os.path.join(root, "etc/gpufabric/state.json")) as f:
+        recorded = json.load(f)["dcb"]
+    assert [(g["rails"], g["pfc_priorities"]) for g in recorded["groups"]] == [
+        (four[:2], [3, 6]), (four[2:], [3])]
+    # explicit removal: state=absent drops the named rails from the record and runs no dcb command
+    before = [counters(root, r)["app_set_calls"] for r in four]
+    res = run_module(dcb_qos, {"rails": ["ens4np0"], "state": "absent"}, check_mode=True, monkeypatch=monkeypatch)
+    assert res["changed"] and res["concerns"]["dcb"]["status"] == "drift"
+    res = run_module(dcb_qos, {"rails": ["ens4np0"], "state": "absent"}, monkeypatch=monkeypatch)
+    assert res["changed"] and res["commands"] == []
+    with open(os.path.join(root, "etc/gpufabric/state.json")) as f:
+        recorded = json.load(f)["dcb"]
+    assert [(g["rails"], g["pfc_priorities"]) for g in recorded["groups"]] == [(four[:2], [3, 6]), (["ens3np0"], [3])]
+    assert [counters(root, r)["app_set_calls"] for r in four] == before
+    assert not run_module(dcb_qos, {"rails": ["ens4np0"], "state": "absent"}, monkeypatch=monkeypatch)["changed"]
+
+
+def test_a_running_lldpad_is_reported_not_fought_silently(node, monkeypatch):
+    """Issue 21 item 8: a host lldpad can rewrite DCB; the dcb concern says so (drift, also after a fix run)."""
+    root = node()
+    os.makedirs(os.path.join(root, "proc", "812"))
+    with open(os.path.join(root, "proc", "812", "comm"), "w") as f:
+        f.write("lldpad\n")
+    res = run_module(dcb_qos, {"rails": RAILS}, monkeypatch=monkeypatch)
+    assert not res.get("failed"), res
+    doc = res["concerns"]["dcb"]
+    assert doc["status"] == "drift" and doc["reason"].startswith("lldpad is running (pid 812)")
+    assert res["lldpad"] == {"pids": [812], "enabled": []}
+    assert ("lldpad", "lldpad") in [(d["object"], d["key"]) for d in res["drift"]]
+    again = run_module(dcb_qos, {"rails": RAILS}, monkeypatch=monkeypatch)
+    assert again["changed"] is False and again["concerns"]["dcb"]["status"] == "drift"
+    os.remove(os.path.join(root, "proc", "812", "comm"))
+    assert run_module(dcb_qos, {"rails": RAILS}, monkeypatch=monkeypatch)["concerns"]["dcb"]["status"] == "ok"
+
+
 def test_custom_map_pfc_and_ets(node, monkeypatch):
     root = node()
     args = {"rails": ["ens1np0"], "dscp_map": [{"dscp": 26, "priority": 3}, {"dscp": 48, "priority": 6}],
