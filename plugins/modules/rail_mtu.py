@@ -27,7 +27,7 @@ description:
     C(nmcli device reapply <rail>) so the device's applied connection agrees (no re-activation). A rail nobody
     owns is recorded in C(/etc/gpufabric/state.json) for the boot-time applier, which sets it with the same code.
     So is a rail of ifupdown (installed, with an C(iface) stanza for the rail in C(/etc/network/interfaces) or a
-    file it sources): the module does not edit that file, and a stanza whose C(mtu) option differs makes the
+    file it sources); the module does not edit that file, and a stanza whose C(mtu) option differs makes the
     concern C(drift), naming the line to write there.
   - Reads the active MTU of each rail's RDMA port with C(ibv_devinfo) (mainline sysfs has no MTU attribute for
     ports). A port whose active MTU is below 4096 although its netdev MTU carries 4096 makes the concern C(drift), as

@@ -232,8 +232,8 @@ notes:
   - Reading C(.ko.zst) modules or C(data.tar.zst) packages needs the C(zstd) tool or the C(zstandard) Python package
     on the host that runs the module (Python 3.14+ has zstd in its standard library).
   - Copy a cache entry and the tarball to a node to install there without building (the cache is hit). On a host
-    without podman the builder image cannot be read: the newest verified entry built from the same source, profile,
-    kernel and certificate is used, whatever image built it.
+    without podman, where the builder image cannot be read, the newest verified entry built from the same source,
+    profile, kernel and certificate is used, whatever image built it.
 """
 
 EXAMPLES = r"""
