@@ -478,11 +478,11 @@ def run_module(module):
     kb.verify_source(source, sha)
     cert_fp = kb.sha256_file(signing["cert"]) if signing else None
     # The cache key holds the builder image's ID: the image is read (made when missing) before the cache is.
-    manifest, image, env = None, None, {}
+    manifest, image, env, present = None, None, {}, False
     if tools.get("podman"):
         env = kb.podman_env(p["podman_conf_dir"], write=not module.check_mode)
         image = p["builder_image"] or kb.builder_image_name(kver)
-        if module.check_mode:
+        if module.check_mode or not p["builder_create"]:
             present = kb.image_exists(run, tools["podman"], image, env)
         else:  # a no-op when the image is there
             os.makedirs(cache_dir, exist_ok=True)
@@ -495,8 +495,9 @@ def run_module(module):
             identity = kb.image_identity(run, tools["podman"], image, env)
             result["key"] = kb.cache_key(sha, p["profile"], kver, identity["id"], cert_fp)
             manifest = kb.load_cached(cache_dir, result["key"])
-    else:
-        # no builder image to read here: a cache entry copied to this host, built from the same inputs
+    if not present and not (tools.get("podman") and p["builder_create"]):
+        # no builder image to read here, and none may be made (no podman, or builder_create=false): a cache entry
+        # copied to this host, built from the same inputs in whatever image
         manifest = kb.find_cached(cache_dir, sha, p["profile"], kver, cert_fp)
         result["key"] = manifest["key"] if manifest else None
 
@@ -510,6 +511,9 @@ def run_module(module):
         if not tools.get("podman"):
             raise kb.KmodBuildError("podman is not installed on this host: the build runs in a container "
                                     "(or copy a built cache entry and the tarball here)")
+        if not present:
+            raise kb.KmodBuildError("builder image %s does not exist and builder_create is false" % image)
+        result.setdefault("builder", {"mode": p["builder_mode"], "image": image, "created": False, "seconds": 0.0})
         os.makedirs(cache_dir, exist_ok=True)
         manifest = kb.build(run, tools, source, sha, kver, p["version"], p["profile"], cache_dir, image, env=env,
                             signing=signing, required_modules=p["required_modules"], keep_failed=p["keep_failed"],

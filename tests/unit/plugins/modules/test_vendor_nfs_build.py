@@ -134,6 +134,11 @@ def test_changed_builder_image_builds_again(env, monkeypatch):
     assert rebuilt["built"] and not rebuilt["cache_hit"] and rebuilt["key"] != first["key"]
     assert rebuilt["builder"]["id"] == "sha256:" + "7" * 64
     assert len([c for c in env["calls"]() if c[0] == "run" and any(a.endswith(":/out:rw") for a in c)]) == 2
+    # no builder image and none may be made (a cache entry copied to this host): the newest entry of these inputs
+    monkeypatch.setenv("FAKE_PODMAN_IMAGE", "0")
+    copied = run_module(vendor_nfs_build, env["args"], monkeypatch=monkeypatch)
+    assert not copied.get("failed"), copied.get("msg")
+    assert copied["cache_hit"] and copied["key"] in (first["key"], rebuilt["key"]) and not copied["built"]
 
 
 def test_build_cache_install_idempotent(env, monkeypatch):
