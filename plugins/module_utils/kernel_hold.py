@@ -14,6 +14,12 @@
 ``state=unheld`` releases the kernel holds of the given releases (all kernel holds when none is given) and the meta
 packages. Commands are lists, run in the C locale by the caller's runner; a runner is ``run(argv) -> (rc, out, err)``.
 
+The hold belongs to the ``vendor_client`` concern (the vendor_nfs_client role sets it for the kernel the client is
+installed for). :func:`record` keeps the held releases in that concern's record (``/etc/gpufabric/vendor_nfs.json``,
+key ``hold``), and :func:`hold_status` reads the hold back for the one-call drift check: a hold released by hand
+(``apt-mark unhold``, ``dnf versionlock delete``) or a kernel installed around it that is newer than the held one
+(a newer kernel is what boots next by default, without the client) is drift.
+
 This file is private to the collection: no stable API is promised.
 """
 
@@ -21,9 +27,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import re
 
-from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns, os_profiles
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import STATE_FILE
+
+CONCERN = "vendor_client"
 
 _ARCH_RE = re.compile(r"(?P<vr>.+)\.(?:x86_64|aarch64|ppc64le|s390x|noarch)\Z")
 _LOCK_RE = re.compile(r"(?P<name>[A-Za-z0-9._+-]+?)-(?:(?P<epoch>[0-9]+):)?(?P<ver>[^-:\s]+)-(?P<rel>[^-:\s]+)"
@@ -109,7 +119,8 @@ def plan_apt(profile, kvers, state, run):
     before = sorted(p for p in held if p in meta or kernel.get(p))
     return dict(hold=sorted(hold), release=sorted(release), before=before,
                 after=sorted((held - release | hold) & (meta | set(p for p in kernel if kernel[p]))),
-                not_installed=missing, want=sorted(want))
+                not_installed=missing, want=sorted(want),
+                kernels=sorted(set(kernel[p] for p in installed if kernel.get(p))))
 
 
 def plan_dnf(profile, kvers, state, run):
@@ -131,7 +142,7 @@ def plan_dnf(profile, kvers, state, run):
     after = sorted([e[0] for e in locks if e[0] not in release] + want)
     missing = [k for k in kvers if not any(k in v for v in installed.values())]
     return dict(hold=sorted(want), release=sorted(release), before=sorted(e[0] for e in locks), after=after,
-                not_installed=missing, want=after)
+                not_installed=missing, want=after, kernels=sorted(set(k for v in installed.values() for k in v)))
 
 
 def plan(profile, kvers, state, run):
@@ -166,3 +177,85 @@ def apply(profile, kvers, state, run):
                         % (again["hold"] or "-", again["release"] or "-"))
     p["after"] = again["before"]
     return p
+
+
+# --------------------------------------------------------------------------- the hold's status
+
+def release_key(kver):
+    """Order of kernel releases: the numbers in them compared as numbers (``6.1.0-9`` < ``6.1.0-25``,
+    ``5.14.0-427.13.1.el9_4`` < ``5.14.0-503.el9``). An approximation of dpkg's and rpm's version order that holds
+    for the releases the distributions' kernel packages carry; equal keys are not "newer"."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.findall(r"\d+|[A-Za-z]+", _vr(kver))]
+
+
+def read_record(sysroot):
+    """The held releases the last ``state=held`` recorded, [] without one; HoldError when the record is unreadable."""
+    raw = sysroot.read_raw(STATE_FILE)
+    if not raw:
+        return []
+    try:
+        doc = json.loads(raw)
+    except ValueError as e:
+        raise HoldError("%s cannot be parsed (%s); rerun the vendor_nfs_client role" % (STATE_FILE, e))
+    hold = doc.get("hold") if isinstance(doc, dict) else None
+    kvers = hold.get("kernel_releases") if isinstance(hold, dict) else []
+    if not isinstance(kvers, list) or not all(isinstance(k, str) for k in kvers):
+        raise HoldError("%s: hold.kernel_releases is not a list of kernel releases" % STATE_FILE)
+    return kvers
+
+
+def record(sysroot, kvers, state, check_mode=False):
+    """Keep the held releases (``state=held``) in the vendor client's record, or drop them (``unheld``); True when
+    the record changed (would change, in check mode, which writes nothing). The caller holds the node lock."""
+    raw = sysroot.read_raw(STATE_FILE)
+    try:
+        doc = json.loads(raw) if raw else {"version": 1, "kernels": {}}
+    except ValueError:
+        doc = {"version": 1, "kernels": {}}
+    if not isinstance(doc, dict):
+        doc = {"version": 1, "kernels": {}}
+    want = {"kernel_releases": sorted(kvers)} if state == "held" else None
+    if doc.get("hold") == want:
+        return False
+    if check_mode:
+        return True
+    if want is None:
+        doc.pop("hold", None)
+    else:
+        doc["hold"] = want
+    sysroot.write_file_atomic(STATE_FILE, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return True
+
+
+def hold_status(sysroot, run, profile):
+    """The hold's part of the vendor_client status in the drift check: None when no hold is recorded, else a
+    status document: ``drift`` (items: packages whose hold was released, kernels installed newer than the held
+    one), ``not_checked`` when the hold holds (the client's proof needs a mount the check does not make), ``error``
+    when the hold cannot be read."""
+    try:
+        kvers = read_record(sysroot)
+        if not kvers:
+            return None
+        if profile is None:
+            raise HoldError("the node has no supported OS profile to read the hold with")
+        p = plan(profile, kvers, "held", run)
+    except (HoldError, os_profiles.ProfileError) as e:
+        return concerns.error(CONCERN, "kernel hold: %s" % e)
+    items = [{"concern": CONCERN, "object": name, "key": "kernel hold", "current": "released", "desired": "held"}
+             for name in p["hold"]]
+    top = max(release_key(k) for k in kvers)
+    newer = [k for k in p["kernels"] if release_key(k) > top]
+    items += [{"concern": CONCERN, "object": k, "key": "kernel installed around the hold", "current": "installed",
+               "desired": "absent (held: %s)" % ", ".join(kvers)} for k in newer]
+    if items:
+        why = []
+        if p["hold"]:
+            why.append("the hold of %s was released (%s)" % (", ".join(kvers), ", ".join(p["hold"])))
+        if newer:
+            why.append("kernel %s is installed, newer than the held %s, and boots next by default without the "
+                       "client" % (", ".join(newer), ", ".join(kvers)))
+        return concerns.status(concerns.DRIFT, "%s; rerun the vendor_nfs_client role (or kernel_upgrade.yml for the "
+                               "new kernel)" % "; ".join(why), items)
+    return concerns.status(concerns.NOT_CHECKED, "the kernel hold of %s holds (%s); the one-call check makes no "
+                           "vendor NFS client proof: run the vendor_nfs_client role (verify.yml)"
+                           % (", ".join(kvers), profile["hold"]))

@@ -54,12 +54,12 @@ from ansible_collections.gpufabric.node.plugins.module_utils.kmod_apt import (  
     validate_mirror, validate_source_line, validate_suite)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_image import (  # noqa: F401
     BUILDER_MODES, builder_identity, builder_image_name, debootstrap_argv, ensure_builder_image, ensure_named_image,
-    headers_install_argvs, parse_package_list, validate_image_ref, validate_package_name)
+    headers_install_argvs, image_exists, image_identity, parse_package_list, validate_image_ref, validate_package_name)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_containerfile import (  # noqa: F401
     FAMILIES, build_args, containerfile_text, ensure_containerfile_image, podman_build_argv)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_builder import (  # noqa: F401
     artifact_path, build, builder_record_text, cache_key, collisions_hint, container_script, containers_conf_text,
-    first_error_line, load_cached, podman_env, podman_run_argv, rootless, run_user_args, storage_conf_text,
+    find_cached, first_error_line, load_cached, podman_env, podman_run_argv, rootless, run_user_args, storage_conf_text,
     verify_outputs)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_install import (  # noqa: F401
     initramfs_has_modules, install, install_drift, install_plan, installed_problems, modules_dep_paths, placements,
@@ -74,15 +74,15 @@ __all__ = [
     "builder_identity", "builder_image_name", "builder_record_text", "builder_sources", "cache_key", "case_collisions",
     "check_tree", "collisions_hint", "container_script", "containerfile_text", "containers_conf_text",
     "debootstrap_argv", "ensure_builder_image", "ensure_containerfile_image", "ensure_named_image", "exported_symbols",
-    "extract_package", "extract_source", "find_tool", "first_error_line", "headers_install_argvs", "host_mirror",
-    "initramfs_has_modules", "insecure_options", "inspect_module", "install", "install_drift", "install_plan",
-    "installed_problems", "is_case_sensitive", "is_module_path", "load_cached", "modinfo_fields", "module_kind",
-    "module_name", "modules_dep_paths", "other_modules_problems", "package_contents", "parse_apt_sources",
-    "parse_dpkg_contents", "parse_nm_exports", "parse_nvfs_modules", "parse_package_list", "parse_source_line",
-    "parse_vermagic", "placements", "podman_build_argv", "podman_env", "podman_run_argv", "prove_installed",
-    "prove_running", "read_module", "read_module_bytes", "read_state", "resolve_method", "rootless", "run_user_args",
-    "safe_extract", "sha256_file", "sniff", "storage_conf_text", "target_compression", "update_initramfs",
-    "validate_image_ref", "validate_kver", "validate_mirror", "validate_package_name", "validate_profile",
-    "validate_sha256", "validate_source_line", "validate_suite", "validate_version", "verify_modules",
-    "verify_outputs", "verify_package_lists", "verify_source", "with_kind",
+    "extract_package", "extract_source", "find_cached", "find_tool", "first_error_line", "headers_install_argvs",
+    "host_mirror", "image_exists", "image_identity", "initramfs_has_modules", "insecure_options", "inspect_module",
+    "install", "install_drift", "install_plan", "installed_problems", "is_case_sensitive", "is_module_path",
+    "load_cached", "modinfo_fields", "module_kind", "module_name", "modules_dep_paths", "other_modules_problems",
+    "package_contents", "parse_apt_sources", "parse_dpkg_contents", "parse_nm_exports", "parse_nvfs_modules",
+    "parse_package_list", "parse_source_line", "parse_vermagic", "placements", "podman_build_argv", "podman_env",
+    "podman_run_argv", "prove_installed", "prove_running", "read_module", "read_module_bytes", "read_state",
+    "resolve_method", "rootless", "run_user_args", "safe_extract", "sha256_file", "sniff", "storage_conf_text",
+    "target_compression", "update_initramfs", "validate_image_ref", "validate_kver", "validate_mirror",
+    "validate_package_name", "validate_profile", "validate_sha256", "validate_source_line", "validate_suite",
+    "validate_version", "verify_modules", "verify_outputs", "verify_package_lists", "verify_source", "with_kind",
 ]

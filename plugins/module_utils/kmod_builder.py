@@ -27,7 +27,7 @@ import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import (
     CACHE_FORMAT, MANIFEST_MODULE_KEYS, PROFILES, KmodBuildError, sha256_file, validate_sha256)
-from ansible_collections.gpufabric.node.plugins.module_utils.kmod_image import builder_identity
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_image import builder_identity, image_identity
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_compress import Codecs, is_module_path
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_inspect import inspect_module, verify_modules
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_package import (
@@ -38,11 +38,44 @@ from ansible_collections.gpufabric.node.plugins.module_utils.kmod_source import 
 BUILD_UID = 65534
 
 
-def cache_key(source_sha256, profile, kver, cert_fingerprint=None):
-    """Stable key of one build: same source, profile, kernel and signing certificate = same artifacts."""
+def cache_key(source_sha256, profile, kver, builder_id, cert_fingerprint=None):
+    """Stable key of one build: same source, profile, kernel, builder image and signing certificate = same artifacts.
+
+    ``builder_id`` is the builder image's ID as ``podman image inspect`` reports it (:func:`image_identity`): the
+    compiler and headers live in the image, so a rebuilt or re-pulled image is a new build, never the old one's.
+    """
+    if not isinstance(builder_id, str) or not re.fullmatch(r"(?:sha256:)?[0-9a-fA-F]{64}", builder_id):
+        raise KmodBuildError("builder image ID %s is not a sha256 image ID" % ascii(builder_id))
+    image_id = validate_sha256(builder_id)
     doc = {"format": CACHE_FORMAT, "source_sha256": validate_sha256(source_sha256), "profile": profile,
-           "kver": kver, "cert": cert_fingerprint or ""}
+           "kver": kver, "cert": cert_fingerprint or "", "builder_id": image_id}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def find_cached(cache_dir, source_sha256, profile, kver, cert_fingerprint=None):
+    """On a host that cannot read the builder image (no podman: a cache entry copied here to install without
+    building), the newest verified entry built from these inputs in any builder image, else None.
+
+    An entry counts only when its name is the key of its own manifest's inputs (its builder's ID included).
+    """
+    found = []
+    try:
+        names = os.listdir(cache_dir)
+    except OSError:
+        return None
+    want = (validate_sha256(source_sha256), profile, kver, cert_fingerprint)
+    for name in names:
+        man = load_cached(cache_dir, name) if re.fullmatch(r"[0-9a-f]{64}", name) else None
+        if not isinstance(man, dict) or not isinstance(man.get("builder"), dict):
+            continue
+        have = (man.get("source_sha256"), man.get("profile"), man.get("kver"), man.get("cert_sha256"))
+        try:
+            own = cache_key(have[0], have[1], have[2], man["builder"].get("id"), have[3])
+        except (KmodBuildError, ValueError, TypeError):
+            continue
+        if have == want and own == name and man.get("key") == name:
+            found.append((man.get("built_at") or 0, name, man))
+    return max(found, key=lambda x: (x[0], x[1]))[2] if found else None
 
 
 # --------------------------------------------------------------------------- podman
@@ -72,13 +105,20 @@ def storage_conf_text(base):
     ])
 
 
-def podman_env(conf_dir, write_storage=True):
+def podman_env(conf_dir, write_storage=True, write=True):
     """Write containers.conf (+ storage.conf) into ``conf_dir``; returns the environment to pass to podman.
 
-    An existing storage.conf there is kept (another tool may own that storage, e.g. the VM lab's).
+    An existing storage.conf there is kept (another tool may own that storage, e.g. the VM lab's). With ``write``
+    false (check mode) nothing is written: the environment names the files that exist.
     """
     if not conf_dir:
         return {}
+    if not write:
+        env = {}
+        for var, name in (("CONTAINERS_CONF", "containers.conf"), ("CONTAINERS_STORAGE_CONF", "storage.conf")):
+            if os.path.isfile(os.path.join(conf_dir, name)):
+                env[var] = os.path.join(conf_dir, name)
+        return env
     os.makedirs(conf_dir, exist_ok=True)
     env = {}
     conf = os.path.join(conf_dir, "containers.conf")
@@ -304,7 +344,8 @@ def build(run, tools, source, source_sha256, kver, version, profile, cache_dir, 
     t0 = time.time()
     source_sha256 = verify_source(source, source_sha256)
     cert_fp = sha256_file(signing["cert"]) if signing else None
-    key = cache_key(source_sha256, profile, kver, cert_fp)
+    identity = image_identity(run, tools["podman"], image, env)
+    key = cache_key(source_sha256, profile, kver, identity["id"], cert_fp)
     cached = load_cached(cache_dir, key)
     if cached is not None:
         cached["cache_hit"] = True
@@ -316,7 +357,8 @@ def build(run, tools, source, source_sha256, kver, version, profile, cache_dir, 
     try:
         src_root = os.path.join(work, "src")
         top, collisions = extract_source(source, src_root)
-        record = builder_identity(run, tools["podman"], image, kver, env, run_user_args(is_rootless), builder_mode)
+        record = builder_identity(run, tools["podman"], image, kver, env, run_user_args(is_rootless), builder_mode,
+                                  identity=identity)
         out_dir = os.path.join(work, "out")
         os.makedirs(out_dir)
         sign_dir = None

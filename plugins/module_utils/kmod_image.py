@@ -222,19 +222,30 @@ def parse_package_list(text):
     return sorted(pkgs), headers
 
 
-def builder_identity(run, podman, image, kver, env, user_args, mode=None):
-    """What the build ran in: the image's id and digest(s) (``podman image inspect``) and its package versions.
-
-    Fails when the image has no ``/lib/modules/<kver>/build`` (the headers of the target kernel).
-    """
+def image_identity(run, podman, image, env):
+    """The image's identity as ``podman image inspect`` reports it: ``id`` (the image ID, a sha256 of its config,
+    so a rebuilt or re-pulled image gets a new one), ``digest`` and ``repo_digests``."""
     rc, out, err = run([podman, "image", "inspect", image], env=env)
     if rc != 0:
         raise KmodBuildError("podman image inspect %s failed" % image, rc=rc, stderr=err[-2000:])
     try:
         doc = json.loads(out)
         doc = doc[0] if isinstance(doc, list) else doc
-    except (ValueError, IndexError, KeyError):
+        image_id = doc.get("Id")
+    except (ValueError, IndexError, KeyError, AttributeError):
         raise KmodBuildError("podman image inspect %s printed no image description" % image, stdout=out[-2000:])
+    if not isinstance(image_id, str) or not image_id:
+        raise KmodBuildError("podman image inspect %s printed no image Id" % image, stdout=out[-2000:])
+    return {"id": image_id, "digest": doc.get("Digest"), "repo_digests": sorted(doc.get("RepoDigests") or [])}
+
+
+def builder_identity(run, podman, image, kver, env, user_args, mode=None, identity=None):
+    """What the build ran in: the image's identity (:func:`image_identity`, or ``identity`` when already read) and
+    its package versions.
+
+    Fails when the image has no ``/lib/modules/<kver>/build`` (the headers of the target kernel).
+    """
+    identity = identity or image_identity(run, podman, image, env)
     argv = [podman, "run", "--rm", "--pull=never", "--network", "none", "--cap-drop", "all", "--security-opt",
             "no-new-privileges"] + list(user_args) + ["-e", "KVER=%s" % kver, image, "/bin/sh", "-c"]
     argv.append(PACKAGES_QUERY)
@@ -248,8 +259,8 @@ def builder_identity(run, podman, image, kver, env, user_args, mode=None):
         raise KmodBuildError("builder image %s has no /lib/modules/%s/build: it holds no headers of the target "
                              "kernel" % (image, kver))
     text = "".join(p + "\n" for p in packages)
-    return {"mode": mode, "image": image, "id": doc.get("Id"), "digest": doc.get("Digest"),
-            "repo_digests": sorted(doc.get("RepoDigests") or []), "packages": packages,
+    return {"mode": mode, "image": image, "id": identity["id"], "digest": identity["digest"],
+            "repo_digests": identity["repo_digests"], "packages": packages,
             "packages_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
 
 

@@ -16,11 +16,24 @@ matching rules:
   quoting ``json.dumps`` does for every value.
 - ``networkmanager``: ``nmcli -g GENERAL.CON-UUID device show <rail>`` names the connection; its
   ``802-3-ethernet.mtu`` is set with ``nmcli connection modify`` (not re-activated: the MTU is already live).
+- ``ifupdown``: ifupdown is installed (``/sbin/ifup``) and ``/etc/network/interfaces`` (with its ``source`` and
+  ``source-directory`` files) has an ``iface <rail>`` stanza. The collection does not edit that file: it is the
+  admin's, and interfaces(5) has no drop-in that adds an option to another file's stanza. ``ifup`` sets an MTU only
+  where the stanza has an ``mtu`` option, so the MTU is recorded for the boot-time applier (as for ``applier``),
+  and a stanza whose ``mtu`` differs is drift the module does not change, naming the file and the line to write.
 - ``applier``: nobody else; ``state.json`` gets ``{"mtu": {"rails": [...], "mtu": N}}`` and the boot-time applier
   sets it with :func:`mtu.apply`, the code the module uses.
 
-None of them is re-read or reloaded here: the live MTU is set with ``ip`` and the records take effect at the next
-boot or reconfiguration. Check mode writes nothing and runs no command that changes anything.
+The live MTU is set with ``ip``; an owner whose record changed is then told the owner's way, so its own state
+agrees before the next boot: ``networkctl reload`` after a drop-in was written (systemd-networkd compares the
+files and drop-ins of each .network, ``stats_by_path`` in src/network/networkd-network.c ``network_reload``
+(systemd v250 and later), and reconfigures the links of those that changed); ``nmcli device reapply <rail>`` after
+``nmcli connection modify`` (modify goes through the daemon, which saves the profile itself, so there is no file
+for ``nmcli connection load``/``reload`` to re-read; what lags is the device's applied connection, and
+NetworkManager reapplies ``802-3-ethernet.mtu`` without re-activating: ``can_reapply_change`` in
+src/core/devices/nm-device-ethernet.c). netplan is not applied (``netplan apply`` re-renders every definition and
+may bounce links): its file takes effect at the next boot. Check mode writes nothing and runs no command that
+changes anything.
 Plain Python: no Ansible imports. This file is private to the collection: no stable API is promised.
 """
 
@@ -28,6 +41,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fnmatch
 import json
 import os
 import re
@@ -47,6 +61,12 @@ _NETPLAN_GEN = re.compile(r"10-netplan-([A-Za-z0-9_.@:+-]{1,200})\.network\Z")
 _NETPLAN_NM = re.compile(r"netplan-([A-Za-z0-9_.@:+-]{1,200})\.nmconnection\Z")
 _UUID = re.compile(r"[0-9a-fA-F-]{36}\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+IFUPDOWN_FILE = "/etc/network/interfaces"
+IFUPDOWN_BINS = ("/sbin/ifup", "/usr/sbin/ifup")
+# interfaces(5): the words that start a stanza (and so end the options of the one before)
+_IFUPDOWN_STANZAS = ("iface", "mapping", "auto", "source", "source-directory", "rename")
+_SOURCE_DIRECTORY_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_IFUPDOWN_DEPTH = 8
 
 
 def _state_file(sysroot, ifindex):
@@ -74,10 +94,62 @@ def _nm(run, rail):
     return uuid, None
 
 
+def _interfaces_lines(sysroot, path, depth=0, seen=None):
+    """[(file, words)] of an interfaces(5) file and the files it sources, in ifupdown's order: ``\\`` continues
+    a line, a line starting with ``#`` is a comment, ``source`` takes wildcards (in the file name), relative to the
+    file's directory, ``source-directory`` the names of only letters, digits, ``_`` and ``-``."""
+    seen = set() if seen is None else seen
+    if depth > _IFUPDOWN_DEPTH or path in seen:
+        return []
+    seen.add(path)
+    raw = sysroot.read_raw(path, None)
+    out = []
+    logical = ""
+    for line in (raw or "").splitlines():
+        if line.endswith("\\"):
+            logical += line[:-1] + " "
+            continue
+        words, logical = (logical + line).split(), ""
+        if not words or words[0].startswith("#"):
+            continue
+        if words[0] in ("source", "source-directory"):
+            for arg in words[1:]:
+                target = arg if arg.startswith("/") else os.path.join(os.path.dirname(path), arg)
+                if words[0] == "source":
+                    base, pattern = os.path.split(os.path.normpath(target))
+                    names = [n for n in sysroot.listdir(base) if fnmatch.fnmatchcase(n, pattern)
+                             and (pattern.startswith(".") or not n.startswith("."))]  # glob(3)'s rule
+                else:
+                    base = os.path.normpath(target)
+                    names = [n for n in sysroot.listdir(base) if _SOURCE_DIRECTORY_NAME.fullmatch(n)]
+                for name in sorted(names):
+                    out.extend(_interfaces_lines(sysroot, base + "/" + name, depth + 1, seen))
+        else:
+            out.append((path, words))
+    return out
+
+
+def ifupdown_stanza(sysroot, rail):
+    """{"file", "mtu"} of the rail's ``iface`` stanza when ifupdown is installed and has one (``mtu`` the value of
+    its ``mtu`` option as written, None without one), else None."""
+    if not any(sysroot.exists(b) for b in IFUPDOWN_BINS):
+        return None
+    found, inside = None, False
+    for path, words in _interfaces_lines(sysroot, IFUPDOWN_FILE):
+        if words[0] in _IFUPDOWN_STANZAS or words[0].startswith("allow-"):
+            inside = words[0] == "iface" and len(words) > 1 and words[1] == rail
+            if inside and found is None:
+                found = {"file": path, "mtu": None}
+        elif inside and words[0] == "mtu" and len(words) == 2:
+            found.update(file=path, mtu=words[1])
+    return found
+
+
 def owner(sysroot, run, rail, link):
-    """{"rail", "owner", "network_file", "netplan_id", "nm_uuid"} of one rail (``link`` from mtu.parse_links)."""
+    """{"rail", "owner", "network_file", "netplan_id", "nm_uuid", "interfaces_file", "interfaces_mtu"} of one rail
+    (``link`` from mtu.parse_links)."""
     out = {"rail": rail, "owner": "applier", "network_file": None, "netplan_id": None, "nm_uuid": None,
-           "kind": link.get("kind")}
+           "interfaces_file": None, "interfaces_mtu": None, "kind": link.get("kind")}
     nd = _state_file(sysroot, link.get("ifindex"))
     path = nd.get("NETWORK_FILE") or ""
     if path and nd.get("ADMIN_STATE") != "unmanaged":
@@ -98,6 +170,10 @@ def owner(sysroot, run, rail, link):
             out.update(owner="netplan", netplan_id=gen.group(1), nm_uuid=uuid)
         else:
             out.update(owner="networkmanager", nm_uuid=uuid)
+        return out
+    stanza = ifupdown_stanza(sysroot, rail)
+    if stanza:
+        out.update(owner="ifupdown", interfaces_file=stanza["file"], interfaces_mtu=stanza["mtu"])
     return out
 
 
@@ -182,6 +258,12 @@ def record(sysroot, run, owners, mtu, check_mode):
         files.append(f)
         if f["changed"]:
             drift.append(_item(path, "MTUBytes", "differs" if f["before"] else "missing", mtu))
+    if any(f["changed"] for f in files) and not check_mode:
+        rc, _o, err = run(["networkctl", "reload"])
+        error = None if rc == 0 else "networkctl reload failed (rc=%d): %s; the drop-in takes effect at the next " \
+            "boot or networkctl reload" % (rc, (err or "").strip())
+        out.append(results.result("systemd-networkd (networkctl reload)", results.FAILED if error else
+                                  results.CHANGED, error))
     netplan = [o for o in owners if o["owner"] == "netplan"]
     if netplan or sysroot.exists(NETPLAN_FILE):
         types = _netplan_types(sysroot) if netplan else {}
@@ -205,16 +287,26 @@ def record(sysroot, run, owners, mtu, check_mode):
                 if rc != 0:
                     error = "nmcli connection modify uuid %s %s %d failed (rc=%d): %s" % (
                         o["nm_uuid"], NM_KEY, mtu, rc, (err or "").strip())
+                else:
+                    rc, _o, err = run(["nmcli", "device", "reapply", o["rail"]])
+                    if rc != 0:
+                        error = "nmcli device reapply %s failed (rc=%d): %s; the profile has %s %d, the device " \
+                            "takes it at its next activation" % (o["rail"], rc, (err or "").strip(), NM_KEY, mtu)
         out.append(results.result("%s (NetworkManager %s)" % (o["rail"], o["nm_uuid"]),
                                   results.FAILED if error else (results.CHANGED if cur != str(mtu)
                                                                 else results.UNCHANGED), error))
-    applier = [o["rail"] for o in owners if o["owner"] == "applier"]
+    held = []
+    for o in [o for o in owners if o["owner"] == "ifupdown" and o["interfaces_mtu"] not in (None, str(mtu))]:
+        held.append(dict(_item(o["rail"], "ifupdown mtu", o["interfaces_mtu"], mtu), note=(
+            "ifupdown's stanza iface %s in %s sets mtu %s at ifup, the rails want %d: write 'mtu %d' there (the "
+            "collection does not edit that file)" % (o["rail"], o["interfaces_file"], o["interfaces_mtu"], mtu, mtu))))
+    applier = [o["rail"] for o in owners if o["owner"] in ("applier", "ifupdown")]
     section = {"rails": applier, "mtu": mtu} if applier else None
     before, after, st_item = state.record_with_drift(sysroot, "mtu", section, check_mode)
     if st_item:
         drift.append(st_item)
     files.append({"path": state.STATE_FILE, "before": before, "after": after, "changed": bool(st_item)})
-    return {"files": files, "drift": drift, "results": out, "applier_rails": applier}
+    return {"files": files, "drift": drift, "results": out, "applier_rails": applier, "held_items": held}
 
 
 # --- the concern ------------------------------------------------------------------------------------------
@@ -230,10 +322,10 @@ def manage(sysroot, run, rails, mtu, check_mode, persist_mtu=True):
     owners = [owner(sysroot, run, r, links[r]) for r in rails] if persist_mtu else []
     res = live.apply(run, rails, mtu, check_mode, links=links)
     rec = record(sysroot, run, owners, mtu, check_mode) if persist_mtu else {
-        "files": [], "drift": [], "results": [], "applier_rails": []}
+        "files": [], "drift": [], "results": [], "applier_rails": [], "held_items": []}
     now = dict((r, res["before"][r] if check_mode else res["after"].get(r)) for r in rails)
     ports = live.rdma_ports(sysroot, run, rails, now)
-    port_items = live.port_warnings(ports, now)
+    port_items = live.port_warnings(ports, now) + rec["held_items"]
     drift = res["drift"] + rec["drift"]
     every = res["results"] + rec["results"]
     out = {"changed": res["changed"] or bool(rec["drift"]), "drift": drift, "results": every, "owners": owners,
@@ -244,16 +336,17 @@ def manage(sysroot, run, rails, mtu, check_mode, persist_mtu=True):
 
 
 def status(drift, every, port_items, check_mode):
-    """The concern's status: error when an object failed, drift for RDMA ports held below 4096 (nothing the
-    module can change), else concerns.from_items."""
+    """The concern's status: error when an object failed, drift for RDMA ports held below 4096 or an ifupdown
+    stanza setting another MTU (``port_items``: nothing the module can change), else concerns.from_items."""
     if results.failed(every):
         return concerns.error(live.CONCERN, results.failure_message("rail MTU", "rail(s)", every),
                               items=results.annotate(drift, every))
     if port_items:
-        notes = "; ".join(i["note"] for i in port_items)
+        ports = "; ".join(i["note"] for i in port_items if i["key"] == "active_mtu")
+        reasons = ["RDMA port active MTU below %d: %s" % (live.ROCE_PATH_MTU, ports)] if ports else []
+        reasons += [i["note"] for i in port_items if i["key"] != "active_mtu"]
         clean = [dict((k, i[k]) for k in concerns.ITEM_KEYS) for i in port_items]
-        return concerns.status(concerns.DRIFT, "RDMA port active MTU below %d: %s" % (live.ROCE_PATH_MTU, notes),
-                               drift + clean)
+        return concerns.status(concerns.DRIFT, "; ".join(reasons), drift + clean)
     return concerns.from_items(live.CONCERN, drift, check_mode)
 
 

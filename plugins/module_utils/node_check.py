@@ -46,10 +46,12 @@ from ansible_collections.gpufabric.node.plugins.module_utils import (
     ecn_task,
     facts_task,
     health_task,
+    kernel_hold,
     mtu_task,
     nccl_task,
     nfs_mounts_task,
     persist_task,
+    os_profiles,
     rail_task,
     rdma_cm_task,
 )
@@ -309,6 +311,18 @@ def _proof(name, what):
     return evaluate_proof
 
 
+def _vendor_client(ctx):
+    """The vendor client's proof needs a mount (not_checked here), but the kernel hold it set is read: its status
+    when one is recorded (kernel_hold.hold_status)."""
+    def run(argv):
+        binary = ctx.runner.get_bin_path(argv[0])
+        if binary is None:
+            return 127, "", "%s: not found in PATH" % argv[0]
+        return ctx.runner.run_command([binary] + list(argv[1:]), environ_update={"LC_ALL": "C", "LANG": "C"})
+    hold = kernel_hold.hold_status(ctx.sysroot, run, os_profiles.detect(ctx.sysroot)[0])
+    return {"vendor_client": hold} if hold else _proof("vendor_client", "vendor NFS client proof")(ctx)
+
+
 def entry(evaluate_fn, keys):
     return {"evaluate": evaluate_fn, "keys": tuple(keys)}
 
@@ -328,9 +342,10 @@ REGISTRY = {
     "nfs_mounts": entry(_nfs_mounts, nd.KEYS["nfs_mounts"]),
     "pcie_link": entry(_fabric_health, nd.KEYS["pcie_link"]),
     "gpudirect_rdma": entry(_fabric_health, nd.KEYS["gpudirect_rdma"]),
-    # the two proofs move data (a counted GDS transfer, an NFS mount): a read-only check cannot make them
+    # the two proofs move data (a counted GDS transfer, an NFS mount): a read-only check cannot make them; the
+    # vendor client's kernel hold is read
     "gds": entry(_proof("gds", "GPUDirect Storage transfer"), ()),
-    "vendor_client": entry(_proof("vendor_client", "vendor NFS client proof"), ()),
+    "vendor_client": entry(_vendor_client, ()),
 }
 
 

@@ -259,6 +259,7 @@ def rdma_devices(scan, net=None):
             rec["ports"].append({
                 "port": int(port), "netdev": nd, "netdev_source": how,
                 "dev_port": _int(net.attr(nd, "dev_port")) if nd else None,
+                "mtu": _int(net.attr(nd, "mtu")) if nd else None,
                 "phys_netdevs": net.physical(nd) if nd else [],
                 "link_layer": sr.read("%s/ports/%s/link_layer" % (ibdir, port)),
                 "state": sr.read("%s/ports/%s/state" % (ibdir, port)),
@@ -316,7 +317,7 @@ def rails_of(records):
                 "roce_v2_ipv4_gid_index": p["roce_v2_ipv4_gid_index"], "roce_v2_ipv4_gid": p["roce_v2_ipv4_gid"],
                 "ipv4": p["ipv4"],
                 "kind": rec["kind"], "physfn": rec["physfn"], "bond": rec["bond"],
-                "pci_functions": list(rec["functions"]), "dev_port": p["dev_port"],
+                "pci_functions": list(rec["functions"]), "dev_port": p["dev_port"], "mtu": p["mtu"],
                 "phys_netdevs": list(p["phys_netdevs"]),
                 "numa_source": rec["numa_source"],
                 "pairable": rec["kind"] in ("pf", "bond") and bool(rec["functions"]),

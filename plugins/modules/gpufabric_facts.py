@@ -194,7 +194,9 @@ ansible_facts:
           description:
             - RDMA device ports (C(netdev), C(ibdev), C(port), C(bdf), C(numa), C(driver), C(link_layer), C(state),
               C(roce_v2_ipv4_gid_index), C(roce_v2_ipv4_gid), C(ipv4), C(kind), C(physfn), C(bond),
-              C(pci_functions), C(dev_port), C(phys_netdevs), C(numa_source), C(pairable), C(reason)).
+              C(pci_functions), C(dev_port), C(mtu), C(phys_netdevs), C(numa_source), C(pairable), C(reason)).
+            - C(mtu) is the netdev's live MTU (C(/sys/class/net/<netdev>/mtu)), null without a netdev;
+              M(gpufabric.node.rail_mtu) sets and persists it.
             - C(kind) is C(pf), C(vf) (SR-IOV virtual function, C(physfn) its PF), C(bond) (RoCE LAG such as
               C(mlx5_bond_0), with C(netdev) the bond and C(pci_functions) its PFs), C(subfunction) (the RDMA device
               of a device below the function, e.g. an mlx5 scalable function), C(software) (rxe, siw; no PCI function
@@ -214,7 +216,7 @@ ansible_facts:
           type: list
           elements: dict
           sample: [{"netdev": "ens1np0", "ibdev": "mlx5_0", "port": 1, "link_layer": "Ethernet",
-                    "roce_v2_ipv4_gid_index": 3, "ipv4": "10.100.0.1"}]
+                    "roce_v2_ipv4_gid_index": 3, "ipv4": "10.100.0.1", "mtu": 9000}]
         numa_nodes:
           description: NUMA nodes with their CPU lists.
           returned: when C(numa) gathered

@@ -25,6 +25,9 @@ description:
   - With O(state=unheld) the holds of the given releases (of every kernel release when none is given) and of the
     meta packages are released.
   - The holds are read again after the change; a change that did not take fails the task.
+  - The held releases are recorded in C(/etc/gpufabric/vendor_nfs.json) (key C(hold)); the one-call drift check
+    (M(gpufabric.node.fabric_check)) reads the hold back for the C(vendor_client) concern, and a hold released by
+    hand or a kernel installed newer than the held one is drift there.
 author:
   - gpufabric developers (@gpufabric)
 options:
@@ -103,7 +106,7 @@ not_installed:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import inputs, kernel_hold, os_profiles
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs, kernel_hold, nodelock, os_profiles
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 C_ENV = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
@@ -119,7 +122,8 @@ def main():
     )
     inputs.guard(module)
     p = module.params
-    profile, why = os_profiles.detect(Sysroot())
+    sysroot = Sysroot()
+    profile, why = os_profiles.detect(sysroot)
     if profile is None:
         module.fail_json(msg="kernel hold: %s" % why)
     bins = {}
@@ -129,15 +133,20 @@ def main():
             bins[argv[0]] = module.get_bin_path(argv[0], required=True)
         return module.run_command([bins[argv[0]]] + list(argv[1:]), environ_update=C_ENV)
 
+    recorded = False
     try:
         if module.check_mode:
             res = kernel_hold.plan(profile, p["kernel_releases"], p["state"], run)
+            recorded = kernel_hold.record(sysroot, p["kernel_releases"], p["state"], check_mode=True)
         else:
-            res = kernel_hold.apply(profile, p["kernel_releases"], p["state"], run)
+            # the held releases go into the vendor client's record, which the drift check reads the hold against
+            with nodelock.for_module(module, sysroot, "kernel_hold"):
+                res = kernel_hold.apply(profile, p["kernel_releases"], p["state"], run)
+                recorded = kernel_hold.record(sysroot, p["kernel_releases"], p["state"])
     except (kernel_hold.HoldError, os_profiles.ProfileError) as e:
         module.fail_json(msg="kernel hold of %s: %s" % (", ".join(p["kernel_releases"]) or "all kernels", e),
                          profile=profile["name"])
-    changed = bool(res["hold"] or res["release"])
+    changed = bool(res["hold"] or res["release"] or recorded)
     out = dict(changed=changed, profile=profile["name"], mechanism=profile["hold"], held=res["after"],
                added=res["hold"], released=res["release"], not_installed=res["not_installed"])
     if module._diff:

@@ -20,10 +20,15 @@ description:
     plus 96 bytes of RoCE v2 headers), above the device's C(max_mtu) (C(ip -d link show); for a bond, its slaves'),
     or a rail that does not exist.
   - Persists it where the rail's owner keeps it. systemd-networkd (its runtime state names the rail's network
-    file) gets the drop-in C(/etc/systemd/network/<file>.network.d/gpufabric-mtu.conf) with C([Link] MTUBytes=).
+    file) gets the drop-in C(/etc/systemd/network/<file>.network.d/gpufabric-mtu.conf) with C([Link] MTUBytes=),
+    then C(networkctl reload) when the drop-in changed.
     netplan (the network file or the NetworkManager keyfile is netplan's) gets C(/etc/netplan/90-gpufabric-mtu.yaml).
-    NetworkManager gets C(802-3-ethernet.mtu) on the rail's connection (C(nmcli connection modify)). A rail nobody
+    NetworkManager gets C(802-3-ethernet.mtu) on the rail's connection (C(nmcli connection modify)), then
+    C(nmcli device reapply <rail>) so the device's applied connection agrees (no re-activation). A rail nobody
     owns is recorded in C(/etc/gpufabric/state.json) for the boot-time applier, which sets it with the same code.
+    So is a rail of ifupdown (installed, with an C(iface) stanza for the rail in C(/etc/network/interfaces) or a
+    file it sources); the module does not edit that file, and a stanza whose C(mtu) option differs makes the
+    concern C(drift), naming the line to write there.
   - Reads the active MTU of each rail's RDMA port with C(ibv_devinfo) (mainline sysfs has no MTU attribute for
     ports). A port whose active MTU is below 4096 although its netdev MTU carries 4096 makes the concern C(drift), as
     nothing this module sets can fix it (the port's max MTU or firmware holds it down).
@@ -60,8 +65,8 @@ requirements:
   - iproute2 (C(ip) with C(-j)); C(ibv_devinfo) to read the RDMA ports' active MTU; C(nmcli) where NetworkManager
     owns a rail.
 notes:
-  - Needs root. The network managers are not reloaded; their records take effect at the next boot or
-    reconfiguration, and the live MTU is set now.
+  - Needs root. The live MTU is set now; networkd and NetworkManager are told as above, netplan is not applied
+    (its file takes effect at the next boot).
 """
 
 EXAMPLES = r"""
@@ -83,13 +88,14 @@ mtu:
   type: dict
   sample: {"ens1np0": 9000}
 owners:
-  description: Who keeps each rail's MTU across reboots (C(networkd), C(netplan), C(networkmanager), C(applier)),
-    with the network file, netplan id or NetworkManager connection UUID.
+  description: Who keeps each rail's MTU across reboots (C(networkd), C(netplan), C(networkmanager), C(ifupdown),
+    C(applier)), with the network file, netplan id, NetworkManager connection UUID or ifupdown file
+    (C(interfaces_file)) and its C(mtu) option (C(interfaces_mtu), null without one).
   returned: when O(persist=true)
   type: list
   elements: dict
   sample: [{"rail": "ens1np0", "owner": "applier", "network_file": null, "netplan_id": null, "nm_uuid": null,
-            "kind": null}]
+            "interfaces_file": null, "interfaces_mtu": null, "kind": null}]
 rdma_ports:
   description: The RDMA ports of the rails with C(max_mtu), C(active_mtu) (null with C(reason) where C(ibv_devinfo)
     cannot read them) and C(expected), the path MTU the netdev MTU allows.

@@ -59,7 +59,8 @@ description:
   - Signing (O(signing_key)) signs compressed modules too. The container decompresses them, runs C(sign-file) and
     compresses them again the way the kernel's C(modules_install) does. The builder image created by the module
     carries C(xz-utils) and C(zstd) for that.
-  - Builds are cached by (source sha256, profile, kernel, signing certificate); the same key is a no-op.
+  - Builds are cached by (source sha256, profile, kernel, builder image ID from C(podman image inspect), signing
+    certificate); the same key is a no-op, a rebuilt or re-pulled builder image builds again.
   - With O(install=true) the verified modules are installed for the target kernel without loading anything (the
     package, or a copy to C(/lib/modules/<kernel>/updates/bundle/)), C(depmod <kernel>) runs, the initramfs of that
     kernel is regenerated when it carries the NFS stack, and the installation is recorded in
@@ -230,7 +231,9 @@ notes:
     (C(debian-archive-keyring)) and tar to create a C(debootstrap) builder image.
   - Reading C(.ko.zst) modules or C(data.tar.zst) packages needs the C(zstd) tool or the C(zstandard) Python package
     on the host that runs the module (Python 3.14+ has zstd in its standard library).
-  - Copy a cache entry and the tarball to a node to install there without building (the cache is hit).
+  - Copy a cache entry and the tarball to a node to install there without building (the cache is hit). On a host
+    without podman, where the builder image cannot be read, the newest verified entry built from the same source,
+    profile, kernel and certificate is used, whatever image built it.
 """
 
 EXAMPLES = r"""
@@ -255,7 +258,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 key:
-  description: The cache key (sha256 of source sha256, profile, kernel, certificate).
+  description: The cache key (sha256 of source sha256, profile, kernel, builder image ID, certificate).
   returned: success
   type: str
 cache_hit:
@@ -474,9 +477,29 @@ def run_module(module):
         return result
     kb.verify_source(source, sha)
     cert_fp = kb.sha256_file(signing["cert"]) if signing else None
-    key = kb.cache_key(sha, p["profile"], kver, cert_fp)
-    manifest = kb.load_cached(cache_dir, key)
-    result["key"] = key
+    # The cache key holds the builder image's ID: the image is read (made when missing) before the cache is.
+    manifest, image, env, present = None, None, {}, False
+    if tools.get("podman"):
+        env = kb.podman_env(p["podman_conf_dir"], write=not module.check_mode)
+        image = p["builder_image"] or kb.builder_image_name(kver)
+        if module.check_mode or not p["builder_create"]:
+            present = kb.image_exists(run, tools["podman"], image, env)
+        else:  # a no-op when the image is there
+            os.makedirs(cache_dir, exist_ok=True)
+            image, created, secs = builder_image(module, run, tools, kver, env, sysroot)
+            result["builder"] = {"mode": p["builder_mode"], "image": image, "created": created,
+                                 "seconds": round(secs, 2)}
+            timings["builder"] = round(secs, 2)
+            present = True
+        if present:
+            identity = kb.image_identity(run, tools["podman"], image, env)
+            result["key"] = kb.cache_key(sha, p["profile"], kver, identity["id"], cert_fp)
+            manifest = kb.load_cached(cache_dir, result["key"])
+    if not present and not (tools.get("podman") and p["builder_create"]):
+        # no builder image to read here, and none may be made (no podman, or builder_create=false): a cache entry
+        # copied to this host, built from the same inputs in whatever image
+        manifest = kb.find_cached(cache_dir, sha, p["profile"], kver, cert_fp)
+        result["key"] = manifest["key"] if manifest else None
 
     if manifest is None:
         result["changed"] = True
@@ -488,11 +511,10 @@ def run_module(module):
         if not tools.get("podman"):
             raise kb.KmodBuildError("podman is not installed on this host: the build runs in a container "
                                     "(or copy a built cache entry and the tarball here)")
+        if not present:
+            raise kb.KmodBuildError("builder image %s does not exist and builder_create is false" % image)
+        result.setdefault("builder", {"mode": p["builder_mode"], "image": image, "created": False, "seconds": 0.0})
         os.makedirs(cache_dir, exist_ok=True)
-        env = kb.podman_env(p["podman_conf_dir"]) if p["podman_conf_dir"] else {}
-        image, created, secs = builder_image(module, run, tools, kver, env, sysroot)
-        result["builder"] = {"mode": p["builder_mode"], "image": image, "created": created, "seconds": round(secs, 2)}
-        timings["builder"] = round(secs, 2)
         manifest = kb.build(run, tools, source, sha, kver, p["version"], p["profile"], cache_dir, image, env=env,
                             signing=signing, required_modules=p["required_modules"], keep_failed=p["keep_failed"],
                             codecs=codecs, builder_mode=p["builder_mode"])
@@ -500,11 +522,12 @@ def run_module(module):
         result["builder"].update(id=record.get("id"), digest=record.get("digest"),
                                  packages=len(record.get("packages") or []),
                                  packages_sha256=record.get("packages_sha256"),
-                                 packages_file=os.path.join(cache_dir, key, "builder-packages.txt"))
+                                 packages_file=os.path.join(cache_dir, manifest["key"], "builder-packages.txt"))
         timings["build"] = manifest["timings"].get("build")
         result["built"] = True
     else:
         result["cache_hit"] = True
+    key = result["key"] = manifest["key"]
 
     result.update(collisions=manifest["collisions"], artifacts=manifest["artifacts"],
                   modules=manifest["modules"], artifact_dir=os.path.join(cache_dir, key))

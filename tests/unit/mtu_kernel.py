@@ -26,10 +26,13 @@ def iboe(mtu):
 
 
 class Kernel(object):
-    def __init__(self, links, ports=None, nm=None, fail_set=()):
+    def __init__(self, links, ports=None, nm=None, fail_set=(), networkctl_rc=None):
         """links: {name: {"mtu", "max_mtu", "min_mtu", "kind", "master"}}; ports: {(ibdev, port): (netdev,
         max_mtu)}; nm: {"devices": {rail: uuid}, "files": {uuid: keyfile}, "mtu": {uuid: value}} or None (no
-        nmcli); fail_set: netdevs whose MTU cannot be set (a driver that refuses)."""
+        nmcli; ``nmcli device reapply`` copies the profile's MTU into ``nm["applied"]`` {rail: value}); fail_set:
+        netdevs whose MTU cannot be set (a driver that refuses); networkctl_rc: what ``networkctl reload`` exits
+        with (None: networkctl is not installed)."""
+        self.networkctl_rc = networkctl_rc
         self.links = {}
         for i, (name, spec) in enumerate(sorted(links.items())):
             link = {"ifindex": i + 2, "mtu": 1500, "min_mtu": 68, "max_mtu": 9978, "kind": None, "master": None,
@@ -78,6 +81,8 @@ class Kernel(object):
             return self.devinfo(argv[1:])
         if argv[0] == "nmcli" and self.nm is not None:
             return self.nmcli(argv[1:])
+        if argv == ["networkctl", "reload"] and self.networkctl_rc is not None:
+            return self.networkctl_rc, "", "" if self.networkctl_rc == 0 else "Failed to reload network settings"
         return 127, "", "%s: not found" % argv[0]
 
     def ip(self, args):
@@ -132,5 +137,8 @@ class Kernel(object):
             return 0, nm["mtu"].get(args[5], "auto") + "\n", ""
         if args[:3] == ["connection", "modify", "uuid"] and args[4] == "802-3-ethernet.mtu":
             nm["mtu"][args[3]] = args[5]
+            return 0, "", ""
+        if args[:2] == ["device", "reapply"] and args[2] in nm["devices"]:
+            nm.setdefault("applied", {})[args[2]] = nm["mtu"].get(nm["devices"][args[2]], "auto")
             return 0, "", ""
         return 1, "", "unexpected nmcli %s" % " ".join(args)

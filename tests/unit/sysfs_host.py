@@ -214,7 +214,7 @@ class _Writer(object):
         mac = nd.get("mac") or "02:00:00:%02x:%02x:%02x" % (self.ifindex >> 16 & 0xFF, self.ifindex >> 8 & 0xFF,
                                                             self.ifindex & 0xFF)
         for k, v in (("address", mac), ("dev_port", nd.get("dev_port", 0)), ("ifindex", self.ifindex),
-                     ("type", 1), ("operstate", "up")):
+                     ("type", 1), ("operstate", "up"), ("mtu", nd.get("mtu", 1500))):
             self.write("%s/%s" % (ndir, k), v)
         self.ifindex += 1
         self.link(parent_dir, ndir + "/device")

@@ -45,6 +45,10 @@ def test_capture_replays_to_the_live_facts(tmp_path, tarball):
     for key in ("pcie_links", "gpudirect_rdma"):
         if key not in live:
             replayed.pop(key, None)
+    # the rails' live MTU (issue 21) came after the capture too
+    if not any("mtu" in r for r in live.get("rails") or []):
+        for rail in replayed.get("rails") or []:
+            rail.pop("mtu", None)
     # the qos subset (ECN/DCBX of the rails, read with commands, not from the sysroot) came after the capture too
     if "qos" not in live.get("gather_subset", []):
         replayed["gather_subset"] = [s for s in replayed.get("gather_subset", []) if s != "qos"]

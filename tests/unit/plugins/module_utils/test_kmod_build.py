@@ -10,6 +10,7 @@ __metaclass__ = type
 import io
 import json
 import os
+import shutil
 import sys
 import tarfile
 
@@ -125,11 +126,19 @@ def test_case_collisions(names, expected):
 
 
 def test_cache_key_changes_with_each_input():
-    base = kb.cache_key("a" * 64, "vastnfs", KVER)
-    assert base == kb.cache_key("A" * 64, "vastnfs", KVER)
-    variants = [kb.cache_key("b" * 64, "vastnfs", KVER), kb.cache_key("a" * 64, "kbuild", KVER),
-                kb.cache_key("a" * 64, "vastnfs", OTHER), kb.cache_key("a" * 64, "vastnfs", KVER, "c" * 64)]
-    assert len(set(variants + [base])) == 5
+    img = "sha256:" + "e" * 64
+    base = kb.cache_key("a" * 64, "vastnfs", KVER, img)
+    assert base == kb.cache_key("A" * 64, "vastnfs", KVER, "E" * 64)
+    variants = [kb.cache_key("b" * 64, "vastnfs", KVER, img), kb.cache_key("a" * 64, "kbuild", KVER, img),
+                kb.cache_key("a" * 64, "vastnfs", OTHER, img), kb.cache_key("a" * 64, "vastnfs", KVER, img, "c" * 64),
+                kb.cache_key("a" * 64, "vastnfs", KVER, "sha256:" + "f" * 64)]
+    assert len(set(variants + [base])) == len(variants) + 1
+
+
+@pytest.mark.parametrize("image_id", [None, "", "latest", "sha256:" + "1" * 63, "1" * 64 + "\n"])
+def test_cache_key_refuses_a_missing_builder_id(image_id):
+    with pytest.raises(kb.KmodBuildError, match="builder image ID"):
+        kb.cache_key("a" * 64, "vastnfs", KVER, image_id)
 
 
 def test_verify_source(tmp_path):
@@ -474,7 +483,6 @@ def test_parse_dpkg_contents():
 # --------------------------------------------------------------------------- build() with a recorded fake podman
 
 IMAGE_ID = "sha256:" + "1" * 64
-INSPECT = json.dumps([{"Id": IMAGE_ID, "Digest": "sha256:" + "2" * 64, "RepoDigests": []}])
 PACKAGES = "installed\tgcc-12\t12.2.0-14\tamd64\ninstalled\tkmod\t30+20221128-1\tamd64\n" \
            "config-files\told\t1\tamd64\ngpufabric-headers\tyes\n"
 
@@ -482,15 +490,15 @@ PACKAGES = "installed\tgcc-12\t12.2.0-14\tamd64\ninstalled\tkmod\t30+20221128-1\
 class FakePodman(object):
     """Runner standing in for podman: records argv, describes the image, writes a package into the /out mount."""
 
-    def __init__(self, files, rc=0, packages=PACKAGES):
-        self.files, self.rc, self.calls, self.packages = files, rc, [], packages
+    def __init__(self, files, rc=0, packages=PACKAGES, image_id=IMAGE_ID):
+        self.files, self.rc, self.calls, self.packages, self.image_id = files, rc, [], packages, image_id
 
     def __call__(self, argv, env=None):
         self.calls.append(list(argv))
         if argv[1:3] == ["image", "exists"]:
             return 0, "", ""
         if argv[1:3] == ["image", "inspect"]:
-            return 0, INSPECT, ""
+            return 0, json.dumps([{"Id": self.image_id, "Digest": "sha256:" + "2" * 64, "RepoDigests": []}]), ""
         if argv[1] == "run" and not any(a.endswith(":/out:rw") for a in argv):
             return 0, self.packages, ""
         if argv[1] == "run":
@@ -525,6 +533,35 @@ def test_build_then_cache_hit(tmp_path):
         f.write(b"x")
     assert kb.load_cached(cache, man["key"]) is None
     assert sorted(e for e in os.listdir(cache) if e.startswith(".build-")) == []
+
+
+def test_build_again_in_a_changed_builder_image(tmp_path):
+    """Issue 21 item 22: the same source, profile and kernel built in a rebuilt builder image is a new build."""
+    src, digest = vf.make_source_tarball(str(tmp_path))
+    fake = FakePodman(good_modules())
+    cache = str(tmp_path / "cache")
+    first = kb.build(fake, {"podman": "podman"}, src, digest, KVER, "1", "vastnfs", cache, "img")
+    same = kb.build(fake, {"podman": "podman"}, src, digest, KVER, "1", "vastnfs", cache, "img")
+    assert same["cache_hit"] and same["key"] == first["key"]
+    fake.image_id = "sha256:" + "9" * 64
+    changed = kb.build(fake, {"podman": "podman"}, src, digest, KVER, "1", "vastnfs", cache, "img")
+    assert not changed["cache_hit"] and changed["key"] != first["key"]
+    assert changed["builder"]["id"] == fake.image_id
+    assert len([c for c in fake.calls if any(a.endswith(":/out:rw") for a in c)]) == 2
+    # a host without podman (an entry copied there) takes the newest entry built from the same inputs
+    for key, built_at in ((first["key"], 1000), (changed["key"], 2000)):
+        path = os.path.join(cache, key, "manifest.json")
+        with open(path) as f:
+            doc = json.load(f)
+        with open(path, "w") as f:
+            json.dump(dict(doc, built_at=built_at), f)
+    assert kb.find_cached(cache, digest, "vastnfs", KVER)["key"] == changed["key"]
+    assert kb.find_cached(cache, digest, "vastnfs", OTHER) is None
+    assert kb.find_cached(cache, digest, "vastnfs", KVER, "c" * 64) is None
+    # an entry whose name is not the key of its own manifest does not count
+    shutil.rmtree(os.path.join(cache, first["key"]))
+    os.rename(os.path.join(cache, changed["key"]), os.path.join(cache, first["key"]))
+    assert kb.find_cached(cache, digest, "vastnfs", KVER) is None
 
 
 @pytest.mark.parametrize("files,rc,needle", [

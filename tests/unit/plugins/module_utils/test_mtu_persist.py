@@ -84,10 +84,15 @@ def test_check_mode_writes_nothing_and_reports_drift(node):
     assert [i for i in res["drift"] if i["object"] == state.STATE_FILE]
 
 
+def _reloads(k):
+    return [c for c in k.calls if c[0] == "networkctl" or c[:3] == ["nmcli", "device", "reapply"]]
+
+
 def test_networkd_owner_gets_a_dropin(node):
-    k = _kernel(node)
+    k = _kernel(node, networkctl_rc=0)
     rail = node["rails"][0]
     _networkd(node, k, rail, "/etc/systemd/network/20-rails.network")
+    assert mtu_persist.manage(node["sr"], k, [rail], 9000, True)["changed"] and _reloads(k) == []
     res = mtu_persist.manage(node["sr"], k, [rail], 9000, False)
     assert res["owners"][0]["owner"] == "networkd"
     path = "/etc/systemd/network/20-rails.network.d/gpufabric-mtu.conf"
@@ -96,7 +101,22 @@ def test_networkd_owner_gets_a_dropin(node):
     st = os.stat(node["sr"].path(path))
     assert stat.S_IMODE(st.st_mode) == 0o644 and st.st_uid == 0
     assert "mtu" not in state.load(node["sr"])
+    # issue 21 item 21: networkd re-reads its files once the drop-in changed, and only then
+    assert _reloads(k) == [["networkctl", "reload"]]
+    assert ["systemd-networkd (networkctl reload)", "changed"] in [[r["object"], r["result"]] for r in res["results"]]
     assert not mtu_persist.manage(node["sr"], k, [rail], 9000, False)["changed"]
+    assert _reloads(k) == [["networkctl", "reload"]]
+    mtu_persist.manage(node["sr"], k, [rail], 4200, False)
+    assert _reloads(k) == [["networkctl", "reload"]] * 2
+
+
+def test_a_failed_networkd_reload_is_an_error_naming_the_way_out(node):
+    k = _kernel(node, networkctl_rc=1)
+    rail = node["rails"][0]
+    _networkd(node, k, rail, "/etc/systemd/network/20-rails.network")
+    res = mtu_persist.manage(node["sr"], k, [rail], 9000, False)
+    assert res["status"]["status"] == "error" and "networkctl reload failed" in res["status"]["reason"]
+    assert node["sr"].exists("/etc/systemd/network/20-rails.network.d/gpufabric-mtu.conf")
 
 
 def test_an_unmanaged_networkd_link_is_not_networkds(node):
@@ -136,9 +156,13 @@ def test_networkmanager_owner_is_modified_with_nmcli(node):
     res = mtu_persist.manage(node["sr"], k, [rail], 9000, True)
     assert res["owners"][0]["owner"] == "networkmanager" and nm["mtu"][UUID] == "auto"
     assert [i for i in res["drift"] if i["key"] == "NetworkManager 802-3-ethernet.mtu"]
+    assert _reloads(k) == [] and "applied" not in nm
     res = mtu_persist.manage(node["sr"], k, [rail], 9000, False)
     assert nm["mtu"][UUID] == "9000" and res["status"]["status"] == "ok"
+    # issue 21 item 21: the device's applied connection takes the profile's MTU (no re-activation)
+    assert nm["applied"] == {rail: "9000"} and _reloads(k) == [["nmcli", "device", "reapply", rail]]
     assert not mtu_persist.manage(node["sr"], k, [rail], 9000, False)["changed"]
+    assert len(_reloads(k)) == 1
 
 
 def test_netplan_owner_through_networkmanager(node):
@@ -149,6 +173,65 @@ def test_netplan_owner_through_networkmanager(node):
     res = mtu_persist.manage(node["sr"], k, [rail], 9000, False)
     assert res["owners"][0]["owner"] == "netplan" and res["owners"][0]["netplan_id"] == "r0"
     assert "r0" in node["sr"].read_raw(mtu_persist.NETPLAN_FILE) and nm["mtu"] == {}
+
+
+IFACES = "auto lo\niface lo inet loopback\n\nsource-directory interfaces.d\nsource more/*.cfg\n"
+
+
+@pytest.mark.parametrize("files, ifup, expected", [
+    # the rail's stanza in a source-directory file, no mtu option (ifup leaves the MTU alone)
+    ({"interfaces.d/rails": "iface r0 inet static\n  address 10.0.0.1/24\n"}, True,
+     {"file": "/etc/network/interfaces.d/rails", "mtu": None}),
+    # an mtu option split over a continuation line
+    ({"interfaces.d/rails": "iface r0 inet manual\n  mtu \\\n 9000\n"}, True,
+     {"file": "/etc/network/interfaces.d/rails", "mtu": "9000"}),
+    ({"interfaces.d/rails": "auto r0\niface r0 inet manual\n    mtu 1500\n"}, True,
+     {"file": "/etc/network/interfaces.d/rails", "mtu": "1500"}),
+    # the next stanza ends the rail's options: the mtu below belongs to x
+    ({"interfaces.d/rails": "iface r0 inet manual\nallow-hotplug x\niface x inet manual\n  mtu 1500\n"}, True,
+     {"file": "/etc/network/interfaces.d/rails", "mtu": None}),
+    # source with a wildcard, relative to the file's directory; * matches no dotfile (glob(3))
+    ({"interfaces.d/.rails": "iface r0 inet manual\n  mtu 1500\n", "more/r.cfg": "iface r0 inet manual\n"}, True,
+     {"file": "/etc/network/more/r.cfg", "mtu": None}),
+    # source-directory reads no name with a dot; a commented-out stanza; ifupdown not installed
+    ({"interfaces.d/rails.cfg": "iface r0 inet manual\n  mtu 1500\n"}, True, None),
+    ({"interfaces.d/rails": "#iface r0 inet manual\n"}, True, None),
+    ({"interfaces.d/rails": "iface r0 inet manual\n  mtu 1500\n"}, False, None),
+    # a file sourcing itself ends
+    ({"more/loop.cfg": "source loop.cfg\niface r0 inet manual\n"}, True,
+     {"file": "/etc/network/more/loop.cfg", "mtu": None}),
+])
+def test_ifupdown_stanza(tmp_path, files, ifup, expected):
+    """Issue 21 item 21: ifupdown's own file says which rails it brings up, and with which mtu."""
+    root = str(tmp_path)
+    _write(root, "/etc/network/interfaces", IFACES)
+    for path, text in files.items():
+        _write(root, "/etc/network/" + path, text)
+    if ifup:
+        _write(root, "/sbin/ifup", "#!/bin/sh\n")
+    assert mtu_persist.ifupdown_stanza(Sysroot(root), "r0") == expected
+
+
+@pytest.mark.parametrize("stanza, status", [("iface {rail} inet manual\n", "ok"),
+                                            ("iface {rail} inet manual\n  mtu 1500\n", "drift")])
+def test_ifupdown_owner(node, stanza, status):
+    """Issue 21 item 21: an ifupdown rail is recorded for the boot-time applier; a stanza setting another MTU at
+    ifup is drift the module does not change (it does not edit the admin's file), naming the line to write."""
+    rail = node["rails"][0]
+    _write(node["root"], "/etc/network/interfaces", IFACES)
+    _write(node["root"], "/etc/network/interfaces.d/rails", stanza.replace("{rail}", rail))
+    _write(node["root"], "/sbin/ifup", "#!/bin/sh\n")
+    k = _kernel(node)
+    mtu_persist.manage(node["sr"], k, [rail], 9000, False)
+    res = mtu_persist.manage(node["sr"], k, [rail], 9000, False)
+    assert res["owners"][0]["owner"] == "ifupdown"
+    assert res["owners"][0]["interfaces_file"] == "/etc/network/interfaces.d/rails"
+    assert state.load(node["sr"])["mtu"] == {"rails": [rail], "mtu": 9000}
+    assert res["status"]["status"] == status and not res["changed"], res["status"]
+    if status == "drift":
+        assert "write 'mtu 9000'" in res["status"]["reason"] and "interfaces.d/rails" in res["status"]["reason"]
+        assert [i["key"] for i in res["status"]["items"]] == ["ifupdown mtu"]
+        assert node["sr"].read_raw("/etc/network/interfaces.d/rails").endswith("mtu 1500\n")
 
 
 def test_a_port_held_below_4096_is_drift_even_after_a_real_run(node):

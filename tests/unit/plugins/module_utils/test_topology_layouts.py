@@ -193,7 +193,8 @@ def dual_port_one_function(**kw):
         down("0000:12:00.0", gpu("0000:13:00.0")),
         down("0000:12:01.0", gpu("0000:14:00.0")),
         down("0000:12:02.0", dict(nic("0000:15:00.0", ibdev="mlx4_0", driver="mlx4_core", **kw),
-                                  netdevs=[{"name": "eth2", "dev_port": 0}, {"name": "eth3", "dev_port": 1}]))))))
+                                  netdevs=[{"name": "eth2", "dev_port": 0},
+                                           {"name": "eth3", "dev_port": 1, "mtu": 9000}]))))))
 
 
 @pytest.mark.parametrize("kw", [{}, {"no_gid_ndevs": True}], ids=["gid table", "dev_port"])
@@ -201,6 +202,8 @@ def test_dual_port_one_function_two_rails(tmp_path, kw):
     facts = T.discover(build(str(tmp_path), dual_port_one_function(**kw)))
     assert [(r["ibdev"], r["port"], r["netdev"], r["dev_port"], r["phys_netdevs"]) for r in facts["rails"]] == [
         ("mlx4_0", 1, "eth2", 0, ["eth2"]), ("mlx4_0", 2, "eth3", 1, ["eth3"])]
+    # issue 21 item 21: each rail's live MTU is in the facts
+    assert [r["mtu"] for r in facts["rails"]] == [1500, 9000]
     assert [(p["gpu"], p["port"], p["netdev"], p["shared"]) for p in facts["pairing"]] == [
         ("0000:13:00.0", 1, "eth2", False), ("0000:14:00.0", 2, "eth3", False)]
     assert by(facts["nics"], "bdf", "0000:15:00.0")["netdevs"] == ["eth2", "eth3"]

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import sys
 
@@ -49,6 +50,9 @@ def test_check_mode_predicts_the_real_run_then_idempotent(node, monkeypatch):
     assert not real.get("failed"), real.get("msg")
     assert real["changed"] is True and real["added"] == check["added"]
     assert set(real["added"]) <= set(real["held"])
+    # issue 21 item 23: the held release is recorded for the drift check (the vendor client's record)
+    with open(os.path.join(node["root"], "etc/gpufabric/vendor_nfs.json")) as f:
+        assert json.load(f)["hold"] == {"kernel_releases": [node["kver"]]}
 
     again = run_module(kernel_hold, args, check_mode=True, monkeypatch=monkeypatch)
     assert again["changed"] is False and not again["added"] and again["held"] == real["held"]
@@ -61,6 +65,8 @@ def test_unheld_releases_what_was_held(node, monkeypatch):
     res = run_module(kernel_hold, dict(args, state="unheld"), monkeypatch=monkeypatch)
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] is True and set(res["released"]) == set(held) and not res["held"]
+    with open(os.path.join(node["root"], "etc/gpufabric/vendor_nfs.json")) as f:
+        assert "hold" not in json.load(f)
 
 
 def test_unsupported_release_fails_naming_it(node, monkeypatch):

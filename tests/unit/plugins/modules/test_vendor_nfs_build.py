@@ -34,7 +34,8 @@ args = sys.argv[1:]
 if args[:2] == ["image", "exists"]:
     sys.exit(0 if os.environ.get("FAKE_PODMAN_IMAGE", "1") == "1" else 1)
 if args[:2] == ["image", "inspect"]:
-    print(json.dumps([{"Id": "sha256:" + "1" * 64, "Digest": "sha256:" + "2" * 64, "RepoDigests": []}]))
+    print(json.dumps([{"Id": os.environ.get("FAKE_PODMAN_ID", "sha256:" + "1" * 64), "Digest": "sha256:" + "2" * 64,
+                       "RepoDigests": []}]))
     sys.exit(0)
 if args[0] in ("pull", "build"):
     sys.exit(int(os.environ.get("FAKE_PODMAN_CREATE_RC", "0")))
@@ -115,7 +116,29 @@ def test_missing_builder_image_without_create(env, monkeypatch):
 def test_check_mode_builds_nothing(env, monkeypatch):
     res = run_module(vendor_nfs_build, env["args"], check_mode=True, monkeypatch=monkeypatch)
     assert res["changed"] and not res["built"] and "would build" in res["msg"]
-    assert env["calls"]() == []
+    # the builder image is read (its ID is part of the cache key), nothing runs or is made
+    assert sorted(set(tuple(c[:2]) for c in env["calls"]())) == [("image", "exists"), ("image", "inspect")]
+
+
+def test_changed_builder_image_builds_again(env, monkeypatch):
+    """Issue 21 item 22: the builder image's ID is part of the cache key."""
+    first = run_module(vendor_nfs_build, env["args"], monkeypatch=monkeypatch)
+    assert not first.get("failed"), first.get("msg")
+    same = run_module(vendor_nfs_build, env["args"], monkeypatch=monkeypatch)
+    assert same["cache_hit"] and same["key"] == first["key"] and not same["changed"]
+    monkeypatch.setenv("FAKE_PODMAN_ID", "sha256:" + "7" * 64)
+    check = run_module(vendor_nfs_build, env["args"], check_mode=True, monkeypatch=monkeypatch)
+    assert check["changed"] and "would build" in check["msg"]
+    rebuilt = run_module(vendor_nfs_build, env["args"], monkeypatch=monkeypatch)
+    assert not rebuilt.get("failed"), rebuilt.get("msg")
+    assert rebuilt["built"] and not rebuilt["cache_hit"] and rebuilt["key"] != first["key"]
+    assert rebuilt["builder"]["id"] == "sha256:" + "7" * 64
+    assert len([c for c in env["calls"]() if c[0] == "run" and any(a.endswith(":/out:rw") for a in c)]) == 2
+    # no builder image and none may be made (a cache entry copied to this host): the newest entry of these inputs
+    monkeypatch.setenv("FAKE_PODMAN_IMAGE", "0")
+    copied = run_module(vendor_nfs_build, env["args"], monkeypatch=monkeypatch)
+    assert not copied.get("failed"), copied.get("msg")
+    assert copied["cache_hit"] and copied["key"] in (first["key"], rebuilt["key"]) and not copied["built"]
 
 
 def test_build_cache_install_idempotent(env, monkeypatch):
