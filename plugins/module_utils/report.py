@@ -24,6 +24,7 @@ import json
 import os
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import markdown as md
 
 DRIFT_KEYS = cm.ITEM_KEYS
 SCHEMA = "gpufabric.drift/v2"
@@ -102,12 +103,7 @@ def build(nodes, managed=None, fixed=False):
     }
 
 
-def _cell(value):
-    if value is None:
-        return "-"
-    if isinstance(value, (dict, list)):
-        value = json.dumps(value, sort_keys=True)
-    return str(value).replace("|", "\\|").replace("\n", " ")
+_cell = md.cell
 
 
 def node_state(n, fixed=False):
@@ -141,27 +137,27 @@ def to_markdown(report, title="gpufabric drift report", fixed=None):
     still drifting as not fixed."""
     fixed = report.get("fixed") if fixed is None else fixed
     s = report["summary"]
-    lines = ["# %s" % title, ""]
+    lines = ["# %s" % md.inline(title), ""]
     lines.append("%d node(s): %d need attention, %d with drift, errors or unchecked concerns%s."
                  % (s["nodes"], len(s["attention"]), len(s["drifted_nodes"]),
-                    (" (%s)" % ", ".join(s["drifted_nodes"])) if s["drifted_nodes"] else ""))
+                    (" (%s)" % md.join(s["drifted_nodes"])) if s["drifted_nodes"] else ""))
     lines.append("Concern statuses: %s." % (status_counts_text(s["statuses"]) or "none"))
     lines.append("%d drift item(s)%s." % (s["drift_items"],
                                           ", %d fixed" % s["corrected_items"] if fixed and s["corrected_items"]
                                           else ""))
     if s["reboot_required"]:
-        lines.append("Reboot pending (kernel command line) on: %s." % ", ".join(s["reboot_required"]))
+        lines.append("Reboot pending (kernel command line) on: %s." % md.join(s["reboot_required"]))
     lines.append("")
     lines.append("| node | state | items | concerns | verdict |")
     lines.append("|---|---|---|---|---|")
     for host, n in sorted(report["nodes"].items()):
-        by = ", ".join("%s: %d" % kv for kv in sorted(n["by_concern"].items())) or "-"
-        lines.append("| %s | %s | %d | %s | %s |" % (host, node_state(n, fixed), len(n["items"]), by,
+        by = ", ".join("%s: %d" % (md.inline(k), v) for k, v in sorted(n["by_concern"].items())) or "-"
+        lines.append("| %s | %s | %d | %s | %s |" % (md.cell(host), node_state(n, fixed), len(n["items"]), by,
                                                      verdict_text(n["verdict"])))
     for host, n in sorted(report["nodes"].items()):
-        lines.extend(["", "## %s (%s)" % (host, verdict_text(n["verdict"])), ""])
+        lines.extend(["", "## %s (%s)" % (md.inline(host), md.inline(verdict_text(n["verdict"]))), ""])
         for r in n["verdict"]["reasons"]:
-            lines.append("- %s" % r)
+            lines.append("- %s" % md.inline(r))
         if n["verdict"]["reasons"]:
             lines.append("")
         lines.append("| concern | status | detail |")
@@ -171,7 +167,7 @@ def to_markdown(report, title="gpufabric drift report", fixed=None):
             if c is None:
                 continue
             label, detail = cm.describe(c, fixed)
-            lines.append("| %s | %s | %s |" % (cm.TITLES[name], label.upper() if c["status"] != cm.OK else label,
+            lines.append("| %s | %s | %s |" % (cm.TITLES[name], md.cell(label.upper() if c["status"] != cm.OK else label),
                                                _cell(detail)))
         if n["items"]:
             lines.extend(["", "| concern | object | setting | current | desired | result |",

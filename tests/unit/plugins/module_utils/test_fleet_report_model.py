@@ -114,7 +114,7 @@ def test_html_is_self_contained_and_escaped(facts):
     assert "<script>" not in html and "&lt;script&gt;" in html and "fleet &lt;A&amp;B&gt;" in html
     assert not re.search(r'src=|href="(?!#)', html), "no external assets (in-page links only)"
     md = fr.to_markdown(fr.build(nodes))
-    assert "## pcie (needs attention)" in md and "play error: <script>" in md
+    assert "## pcie (needs attention)" in md and "play error: &lt;script&gt;" in md and "<script>" not in md
     assert "| GPU2 | 0000:" in md and "CROSS-NUMA" in md
 
 

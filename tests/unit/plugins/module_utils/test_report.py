@@ -97,7 +97,7 @@ def test_items_sorted_grouped_and_derived_from_the_concerns():
     assert n["counts"] == {"ok": N - 4, "drift": 4, "error": 0, "not_checked": 0, "not_applicable": 0}
     md = rpt.to_markdown(r)
     assert "| dcb | ens3np0 | dscp_prio:26 | - | 3 | drift |" in md
-    assert "| dcb | ens8np0 | pfc | [] | [3] | drift |" in md
+    assert "| dcb | ens8np0 | pfc | \\[] | \\[3] | drift |" in md
 
 
 def test_as_desired_only_for_ok():
@@ -151,7 +151,7 @@ def test_fix_run_shows_fixed_and_not_fixed():
     md = rpt.to_markdown(fixed)
     assert "| a | FIXED | 1 |" in md and "| b | NOT FIXED | 2 |" in md
     assert "| acs | 0000:17:01.0 | acs_ctrl | 0x001d | 0x0011 | fixed |" in md
-    assert "| dcb | ens8np0 | pfc | [] | [3] | NOT FIXED |" in md
+    assert "| dcb | ens8np0 | pfc | \\[] | \\[3] | NOT FIXED |" in md
     assert "| DCB (trust, DSCP map, PFC) | NOT FIXED | pfc still differs |" in md
     assert "| PCIe ACS | fixed | corrected 1 item(s) |" in md
     # the same data out of a check run: drift stays drift, nothing reads as fixed
