@@ -182,20 +182,16 @@ def diff(previous, current):
 def build(nodes, previous=None, title="gpufabric fleet report", generated=None, managed=None):
     """nodes: {host: node data (``concerns.assess``: concerns, facts, warnings, reboot_required, gds_wanted, errors,
     unreachable; old callers' drift and a GDS verdict gds: {ok, reasons})}; managed: the concern names the play
-    manages (default the core ones); previous: the previous report (v1 or v2) or None."""
+    manages (default the core ones); previous: the previous report (v1 or v2) or None. A node whose data is wrongly
+    shaped is reported as an error naming what was wrong; the other nodes are reported as they are."""
     if not isinstance(nodes, dict):
         raise FleetReportError("nodes must be a mapping of host name to node data")
-    out = {}
     try:
         managed = cm.managed_names(managed)
-        for host in sorted(nodes):
-            data = nodes[host]
-            if data is not None and not isinstance(data, dict):
-                raise FleetReportError("node %s: data must be a mapping" % host)
-            data = data or {}
-            out[host] = _node_model(host, data, cm.assess(data, managed, host))
     except cm.ConcernError as e:
         raise FleetReportError(str(e))
+    # a node with wrongly shaped data is an error of its own (drift_report.unusable), the others are reported
+    out = drift_report.assess_each(nodes, managed, _node_model)
     rep = {
         "schema": SCHEMA,
         "title": title,

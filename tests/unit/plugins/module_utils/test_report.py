@@ -186,11 +186,6 @@ def test_managed_concerns():
 
 BAD = [
     ("not a mapping", ["a"], None, "mapping"),
-    ("node results not a mapping", {"a": "oops"}, None, "node a"),
-    ("old item not a mapping", {"a": {"drift": ["x"]}}, None, "node a: a drift item must be a mapping"),
-    ("old item lacks key", {"a": {"drift": [{"concern": "dcb", "object": "x"}]}}, None, "lacks key"),
-    ("unknown concern", {"a": {"concerns": {"dbc": {"status": "ok"}}}}, None, "a: unknown concern 'dbc'"),
-    ("bad status", {"a": {"concerns": {"dcb": {"status": "good"}}}}, None, "a: concern dcb has status 'good'"),
     ("bad managed", {"a": {}}, ["dbc"], "unknown concern(s) 'dbc'"),
 ]
 
@@ -200,3 +195,20 @@ def test_bad_input(name, nodes, managed, match):
     with pytest.raises(rpt.ReportError) as e:
         rpt.build(nodes, managed)
     assert match in str(e.value)
+
+
+BAD_NODE = [
+    ("node results not a mapping", {"a": "oops"}, "node a"),
+    ("old item not a mapping", {"a": {"drift": ["x"]}}, "node a: a drift item must be a mapping"),
+    ("old item lacks key", {"a": {"drift": [{"concern": "dcb", "object": "x"}]}}, "lacks key"),
+    ("unknown concern", {"a": {"concerns": {"dbc": {"status": "ok"}}}}, "a: unknown concern 'dbc'"),
+    ("bad status", {"a": {"concerns": {"dcb": {"status": "good"}}}}, "a: concern dcb has status 'good'"),
+]
+
+
+@pytest.mark.parametrize("name,nodes,match", BAD_NODE, ids=[b[0] for b in BAD_NODE])
+def test_a_bad_node_is_an_error_of_its_own(name, nodes, match):
+    report = rpt.build(dict(nodes, b=node()))
+    assert report["nodes"]["b"]["verdict"]["status"] == cm.OK
+    assert report["summary"]["drifted_nodes"] == ["a"]
+    assert match in rpt.unusable_nodes(report["nodes"])["a"]

@@ -35,6 +35,7 @@ from gpufabric_sim import runtime as sim_runtime
 from modrunner import run_module
 
 from test_check_mode_all import CASES, module_names, template  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.gpufabric.node.plugins.module_utils import markdown
 
 PKG = "ansible_collections.gpufabric.node.plugins.modules."
 
@@ -332,7 +333,7 @@ def _strings(value):
 
 
 def _report_files(node, args, option, hostile, res, before, after):
-    """JSON holds the value exactly; HTML has it escaped, never raw; Markdown keeps it on one line."""
+    """JSON holds the value exactly; HTML has it escaped, never raw; Markdown has it escaped, on one line."""
     piece = hostile("")
     full = args["title"] if option == "title" else next((k for k in args.get("nodes", {}) if piece in k), None)
     assert res.get("files"), res
@@ -351,7 +352,9 @@ def _report_files(node, args, option, hostile, res, before, after):
             if html.escape(full, quote=True) != full:
                 assert full not in text, "%s has %r unescaped" % (path, full)
         elif path.endswith(".md"):
-            assert any(full in line for line in text.splitlines()), "%s lacks %r on one line" % (path, full)
+            # escaped as literal Markdown text (markdown.inline), on one line
+            assert any(markdown.inline(full) in line for line in text.splitlines()), \
+                "%s lacks %r escaped on one line" % (path, full)
             for line in text.splitlines():
                 if line.startswith("|"):
                     assert line.rstrip().endswith("|"), "%s: a table row was split: %r" % (path, line)
