@@ -36,6 +36,7 @@ import sys
 import tempfile
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, guard, inputs, nodelock, state
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import TEMP_PREFIX, remove_stale_temps
 
 CONCERN = "persistence"
 PKG = guard.PKG
@@ -301,7 +302,8 @@ def write_atomic(sysroot, path, content, mode):
     d = os.path.dirname(real)
     makedirs(sysroot, os.path.dirname(path))
     data = content.encode("utf-8") if not isinstance(content, bytes) else content
-    fd, tmp = tempfile.mkstemp(prefix=".gpufabric.", dir=d)
+    remove_stale_temps(d)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=d)
     try:
         with os.fdopen(fd, "wb") as f:
             _own(f.fileno(), mode)
