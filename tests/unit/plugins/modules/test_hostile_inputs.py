@@ -119,7 +119,7 @@ TEXT_OK = ("triple-quote", "command-substitution", "backtick", "percent", "singl
 TEXT = TEXT_OK + ("tab", "newline", "cr", "trailing-newline")
 # NUL and DEL are refused in any text option (inputs.guard) before a report is built
 NODE_DATA_OK = ("newline", "cr", "tab", "triple-quote", "command-substitution", "backtick",
-               "percent", "single-quote", "double-quote", "semicolon", "dotdot", "trailing-newline")
+                "percent", "single-quote", "double-quote", "semicolon", "dotdot", "trailing-newline")
 ALLOWED = {
     # a node's data is the node's business: a value that breaks its shape makes that node an error of the report,
     # which is still written for the fleet (fabric_report/fleet_report, report.assess_each)
