@@ -484,7 +484,7 @@ def read_state(sysroot):
         return None
     try:
         doc = json.loads(text)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:   # RecursionError: nested deeper than the parser's limit
         raise AcsError("%s is not JSON: %s" % (STATE_FILE, e))
     if not isinstance(doc, dict) or doc.get("schema") != STATE_SCHEMA or not isinstance(doc.get("bridges"), list):
         raise AcsError("%s is not a %s document" % (STATE_FILE, STATE_SCHEMA))

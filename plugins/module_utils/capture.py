@@ -31,7 +31,11 @@ in the facts: link-layer addresses written as colon-separated bytes (MACs, 20-by
 GUIDs (``xxxx:xxxx:xxxx:xxxx``), GIDs (the IPv4 of an IPv4-mapped GID, else the prefix unless link-local,
 and the interface id), dotted IPv4 addresses already seen in a GID, and the host name; and the serial
 number of the PCIe Device Serial Number capability in config spaces. All-zero and broadcast values
-stay. Process names (``/proc/<pid>/comm``, which the Fabric Manager check reads) are kept.
+stay. ``/proc/cmdline`` is masked by an allow-list instead (:meth:`Masker.cmdline`): the values of the
+parameters discovery reads (``topology.CMDLINE_KEYS``, the IOMMU ones) and of ``pci=`` stay; every other
+``key=value`` keeps its key only (``key=masked``), and every bare word and everything after ``--`` (the init's
+arguments) becomes ``masked``: addresses, NFS roots, iSCSI names, UUIDs, tokens and domains never leave the node.
+Process names (``/proc/<pid>/comm``, which the Fabric Manager check reads) are kept.
 This file is private to the collection: no stable API is promised.
 """
 
@@ -202,6 +206,13 @@ _GID = re.compile(r"(?<![0-9A-Fa-f:])[0-9A-Fa-f]{4}(?::[0-9A-Fa-f]{4}){7}(?![0-9
 _GUID = re.compile(r"(?<![0-9A-Fa-f:])[0-9A-Fa-f]{4}(?::[0-9A-Fa-f]{4}){3}(?![0-9A-Fa-f:])")
 _IPV4 = re.compile(r"(?<![0-9.])(?:\d{1,3}\.){3}\d{1,3}(?![0-9.])")
 _V4_MAPPED = "0000:0000:0000:0000:0000:ffff:"
+CMDLINE = "/proc/cmdline"
+MASKED = "masked"
+# a /proc/cmdline word: unquoted characters and double-quoted runs (the kernel's own quoting, lib/cmdline.c)
+_CMDLINE_WORD = re.compile(r'(?:[^\s"]|"[^"]*"?)+')
+_PARAM_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+# kept beside discovery's keys: pci= (realloc, noaer, BDF lists) explains the PCIe facts and names no one
+_CMDLINE_ALSO_KEPT = frozenset(["pci"])
 
 
 class Masker(object):
@@ -281,6 +292,24 @@ class Masker(object):
             s = re.sub(r"(?<![A-Za-z0-9-])%s(?![A-Za-z0-9-])" % re.escape(h), "node-0", s)
         return s
 
+    def cmdline(self, text):
+        """``/proc/cmdline`` with only the allow-listed parameters' values kept (see the module docstring)."""
+        out, init = [], False
+        for word in _CMDLINE_WORD.findall(text):
+            key, eq, _value = word.partition("=")
+            if init:
+                out.append(MASKED)
+            elif word == "--":
+                init = True
+                out.append(word)
+            elif eq and (topology.cmdline_discovery_arg(word) or key in _CMDLINE_ALSO_KEPT):
+                out.append(word)
+            elif eq and _PARAM_NAME.fullmatch(key):
+                out.append(key + "=" + MASKED)
+            else:
+                out.append(MASKED)
+        return " ".join(out) + ("\n" if text.endswith("\n") else "")
+
     def config(self, data):
         """Config space with the Device Serial Number capability's serial replaced."""
         off, seen = 0x100, set()
@@ -325,6 +354,8 @@ def _mask_entries(entries, masker):
             except UnicodeDecodeError:
                 out[hp] = e
                 continue
+            if hp == CMDLINE:
+                text = masker.cmdline(text)
             out[hp] = ("file", masker.text(text).encode("utf-8"))
         else:
             out[hp] = e

@@ -41,7 +41,7 @@ import stat
 import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils import (
-    dcb, inputs, nvfs_parse, persist, rdma_cm, state)
+    bounded_read, dcb, inputs, nvfs_parse, persist, rdma_cm, state)
 
 DEFAULT_TEXTFILE_DIR = "/var/lib/node_exporter/textfile_collector"
 DEFAULT_FILENAME = "gpufabric.prom"
@@ -49,6 +49,8 @@ FILE_MODE = 0o644
 DESIRED_FILE = state.STATE_DIR + "/desired.json"
 DESIRED_SCHEMA = "gpufabric.desired/v1"
 GDS_VERDICT_FILE = "/var/lib/gpufabric/gds_verdict.json"
+# the most of an existing textfile read to compare it with the new one (ours are a few hundred KiB on 16 rails)
+MAX_TEXTFILE = 16 << 20
 GDS_VERDICT_SCHEMA = "gpufabric.gds-verdict/v1"
 PCI_DEVICES = "/sys/bus/pci/devices"
 IB_CLASS = rdma_cm.IB_CLASS
@@ -280,16 +282,14 @@ def textfile_path(textfile_dir, filename):
 
 
 def current_file(sysroot, path):
-    """(bytes or None, mode or None) of the file now."""
+    """(bytes or None, mode or None) of the file now. The textfile directory is node_exporter's, so the file is read
+    with ``bounded_read`` (no symlink followed, regular files only, at most ``MAX_TEXTFILE`` bytes): anything else
+    there counts as no file, and the write replaces it (the rename replaces a symlink itself, not its target)."""
     try:
-        content = sysroot.read_bytes(path)
+        content, st = bounded_read.read_regular(sysroot.path(path), MAX_TEXTFILE, with_stat=True)
     except (IOError, OSError):
         return None, None
-    try:
-        mode = stat.S_IMODE(os.stat(sysroot.path(path)).st_mode)
-    except OSError:
-        mode = None
-    return content, mode
+    return content, stat.S_IMODE(st.st_mode)
 
 
 def write_textfile(sysroot, path, text, mode=FILE_MODE):

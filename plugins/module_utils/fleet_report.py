@@ -26,6 +26,7 @@ import json
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
 from ansible_collections.gpufabric.node.plugins.module_utils import fleet_html
+from ansible_collections.gpufabric.node.plugins.module_utils import markdown as md
 from ansible_collections.gpufabric.node.plugins.module_utils import report as drift_report
 
 SCHEMA = "gpufabric.fleet/v2"
@@ -181,20 +182,16 @@ def diff(previous, current):
 def build(nodes, previous=None, title="gpufabric fleet report", generated=None, managed=None):
     """nodes: {host: node data (``concerns.assess``: concerns, facts, warnings, reboot_required, gds_wanted, errors,
     unreachable; old callers' drift and a GDS verdict gds: {ok, reasons})}; managed: the concern names the play
-    manages (default the core ones); previous: the previous report (v1 or v2) or None."""
+    manages (default the core ones); previous: the previous report (v1 or v2) or None. A node whose data is wrongly
+    shaped is reported as an error naming what was wrong; the other nodes are reported as they are."""
     if not isinstance(nodes, dict):
         raise FleetReportError("nodes must be a mapping of host name to node data")
-    out = {}
     try:
         managed = cm.managed_names(managed)
-        for host in sorted(nodes):
-            data = nodes[host]
-            if data is not None and not isinstance(data, dict):
-                raise FleetReportError("node %s: data must be a mapping" % host)
-            data = data or {}
-            out[host] = _node_model(host, data, cm.assess(data, managed, host))
     except cm.ConcernError as e:
         raise FleetReportError(str(e))
+    # a node with wrongly shaped data is an error of its own (drift_report.unusable), the others are reported
+    out = drift_report.assess_each(nodes, managed, _node_model)
     rep = {
         "schema": SCHEMA,
         "title": title,
@@ -218,17 +215,16 @@ def build(nodes, previous=None, title="gpufabric fleet report", generated=None, 
     return rep
 
 
-def _md(v):
-    return str(v).replace("|", "\\|").replace("\n", " ")
+_md = md.cell
 
 
 def to_markdown(rep):
     s = rep["summary"]
-    lines = ["# %s" % rep["title"], ""]
+    lines = ["# %s" % md.inline(rep["title"]), ""]
     if rep.get("generated"):
-        lines += ["Generated %s." % rep["generated"], ""]
+        lines += ["Generated %s." % md.inline(rep["generated"]), ""]
     lines.append("%d node(s); ok: %s; need attention: %s; %d drift item(s); %d cross-NUMA pair(s)."
-                 % (s["nodes"], ", ".join(s["ok"]) or "none", ", ".join(s["attention"]) or "none", s["drift_items"],
+                 % (s["nodes"], md.join(s["ok"]) or "none", md.join(s["attention"]) or "none", s["drift_items"],
                     s["cross_numa_pairs"]))
     lines.append("Concern statuses: %s." % (drift_report.status_counts_text(s["statuses"]) or "none"))
     lines += ["", "## Since the last report", ""]
@@ -236,14 +232,15 @@ def to_markdown(rep):
         lines.append("No previous report.")
     else:
         if rep.get("previous_schema") and rep["previous_schema"] != rep["schema"]:
-            lines.append("The previous report (%s) holds no concern statuses." % rep["previous_schema"])
+            lines.append("The previous report (%s) holds no concern statuses." % md.inline(rep["previous_schema"]))
         if not rep["changes"]:
             lines.append("Nothing changed.")
-        lines.extend("- %s %s: %s" % (c["node"], c["what"], c["change"]) for c in rep["changes"])
+        lines.extend("- %s %s: %s" % (md.inline(c["node"]), md.inline(c["what"]), md.inline(c["change"]))
+                     for c in rep["changes"])
     for host, n in sorted(rep["nodes"].items()):
-        lines += ["", "## %s (%s)" % (host, drift_report.verdict_text(n["verdict"])), ""]
+        lines += ["", "## %s (%s)" % (md.inline(host), md.inline(drift_report.verdict_text(n["verdict"]))), ""]
         for r in n["verdict"]["reasons"]:
-            lines.append("- %s" % r)
+            lines.append("- %s" % md.inline(r))
         if n["verdict"]["reasons"]:
             lines.append("")
         lines += ["| concern | status | detail |", "|---|---|---|"]
@@ -251,30 +248,30 @@ def to_markdown(rep):
             c = n["concerns"].get(name)
             if c is not None:
                 label, detail = cm.describe(c)
-                lines.append("| %s | %s | %s |" % (cm.TITLES[name], label if c["status"] == cm.OK else label.upper(),
+                lines.append("| %s | %s | %s |" % (cm.TITLES[name], md.cell(label if c["status"] == cm.OK else label.upper()),
                                                    _md(detail)))
         if n["unreachable"]:
             continue
         for i in n["drift"]:
-            lines.append("- %s %s %s: %s (desired %s)" % (i["concern"], i["object"], i["key"],
-                                                          fleet_html._fmt(i["current"]), fleet_html._fmt(i["desired"])))
+            lines.append("- %s %s %s: %s (desired %s)" % tuple(md.inline(v) for v in (
+                i["concern"], i["object"], i["key"], fleet_html._fmt(i["current"]), fleet_html._fmt(i["desired"]))))
         lines += ["", "| GPU | BDF | NUMA | rail | NIC NUMA | PCIe | note |", "|---|---|---|---|---|---|---|"]
         for p in n["pairs"]:
             cells = (p["gpu_index"], p["gpu"], p["gpu_numa"], p["netdev"], p["nic_numa"], p["relation"],
                      "CROSS-NUMA" if p["cross_numa"] else "")
-            lines.append("| GPU%s | %s | %s | %s | %s | %s | %s |" % cells)
+            lines.append("| GPU%s | %s | %s | %s | %s | %s | %s |" % tuple(md.cell(c) for c in cells))
         lines.append("")
         if n["gds"] is not None:
             lines.append("- GDS: %s%s" % ("works" if n["gds"]["ok"] else "FAILING",
-                                          "".join("; " + r for r in n["gds"]["reasons"])))
+                                          "".join("; " + md.inline(r) for r in n["gds"]["reasons"])))
         lines.append("- GPU driver: %s %s; Fabric Manager: %s" % (
-            n["driver"]["flavour"], n["driver"]["version"] or "",
+            md.inline(n["driver"]["flavour"]), md.inline(n["driver"]["version"] or ""),
             "not needed" if not n["fabric_manager"]["needed"] else
             ("running" if n["fabric_manager"]["running"] else "NEEDED BUT NOT RUNNING")))
         for e in n["errors"]:
-            lines.append("- error: %s" % e)
+            lines.append("- error: %s" % md.inline(e))
         for w in n["warnings"]:
-            lines.append("- warning: %s" % w)
+            lines.append("- warning: %s" % md.inline(w))
     return "\n".join(lines) + "\n"
 
 

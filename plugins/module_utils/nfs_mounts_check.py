@@ -113,7 +113,7 @@ def client_state(sysroot):
     kver = sysroot.read("/proc/sys/kernel/osrelease", "") or ""
     try:
         doc = json.loads(sysroot.read_raw(STATE_FILE) or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         doc = {}
     rec = (doc.get("kernels") or {}).get(kver) if isinstance(doc, dict) else None
     mods = (rec or {}).get("modules") or {}

@@ -25,13 +25,13 @@ import sys
 
 # pylint: disable=unused-import
 from ansible_collections.gpufabric.node.plugins.module_utils import (  # noqa: F401
-    acs, acs_task, applier, argspec, cmdline, cmdline_args, cmdline_detect, cmdline_grub, cmdline_grubby,
-    cmdline_task, concerns, dcb, dcb_plan, dcb_task, dcbx, desired, ecn, ecn_host, ecn_task, evidence, evidence_timer,
-    facts_task, gpudirect, guard, health_task, inputs, kernel_hold, kmod_common, mtu, mtu_persist, mtu_task, nccl,
-    nccl_log, nccl_task, nfs_client_caps, nfs_mount_options, nfs_mounts, nfs_mounts_check, nfs_mounts_task,
-    node_check, node_desired, nodelock, nvfs_modules, nvfs_parse, os_profiles, pci, pcie_link, persist,
-    persist_evidence, persist_task, prom, qos_facts, rail_task, rdma_cm, rdma_cm_task, results, routing, state,
-    sysctl, sysroot, task_host, topology, topology_pairing, topology_pci, topology_rails)
+    acs, acs_task, applier, argspec, bounded_read, cmdline, cmdline_args, cmdline_detect, cmdline_grub,
+    cmdline_grubby, cmdline_task, concerns, dcb, dcb_plan, dcb_task, dcbx, desired, ecn, ecn_host, ecn_task, evidence,
+    evidence_timer, facts_task, gpudirect, guard, health_task, inputs, kernel_hold, kmod_common, mtu, mtu_persist,
+    mtu_task, nccl, nccl_log, nccl_task, nfs_client_caps, nfs_mount_options, nfs_mounts, nfs_mounts_check,
+    nfs_mounts_task, node_check, node_desired, nodelock, nvfs_modules, nvfs_parse, os_profiles, pci, pcie_link,
+    persist, persist_evidence, persist_task, prom, qos_facts, rail_task, rdma_cm, rdma_cm_task, results, routing,
+    state, sysctl, sysroot, task_host, topology, topology_pairing, topology_pci, topology_rails)
 
 
 def _name(module_name):

@@ -36,6 +36,7 @@ import sys
 import tempfile
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, guard, inputs, nodelock, state
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import TEMP_PREFIX, remove_stale_temps
 
 CONCERN = "persistence"
 PKG = guard.PKG
@@ -47,11 +48,27 @@ DEFAULT_SYSTEMCTL = "/usr/bin/systemctl"
 # how long a run of the applier waits for the node lock (a module or another run holding it) before it fails naming
 # the holder; the units' TimeoutStartSec leaves room for it, so the applier, not systemd, ends a run that waited
 LOCK_WAIT_S = int(nodelock.DEFAULT_TIMEOUT_S)
+# every service the collection installs runs as root and reads files others can write (textfiles, sysfs, the state
+# directory): it gets a memory, task and file cap, so a reader gone wrong is killed by its cgroup, not the node's OOM
+# killer (systemd.resource-control(5), systemd.exec(5)). The applier and the evidence run take well under 100 MiB.
+MEMORY_MAX = "512M"
+TASKS_MAX = 64
+NOFILE_MAX = 4096
+
 # systemd's unit search path (system scope), highest priority first: the first entry of a name wins
 UNIT_SEARCH = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
                "/usr/lib/systemd/system", "/lib/systemd/system")
 CONFIG_DIRS = (("/etc/systemd/system", "enabled", "masked"), ("/run/systemd/system", "enabled-runtime",
                                                               "masked-runtime"))
+
+
+def service_limits(cpu_quota=None):
+    """The ``[Service]`` lines of resource limits every service of the collection carries."""
+    return ("MemoryMax=%s\n"
+            "MemorySwapMax=0\n"
+            "TasksMax=%d\n"
+            "LimitNOFILE=%d\n" % (MEMORY_MAX, TASKS_MAX, NOFILE_MAX)
+            + ("CPUQuota=%d%%\n" % cpu_quota if cpu_quota else ""))
 
 
 class PersistError(Exception):
@@ -120,12 +137,13 @@ def render_unit(script, boot_wait, before_units):
         "Type=oneshot\n"
         "RemainAfterExit=yes\n"
         "ExecStart=%s --wait %d --lock-wait %d\n"
-        "TimeoutStartSec=%d\n\n"
+        "TimeoutStartSec=%d\n"
+        "%s\n"
         "[Install]\n"
         "WantedBy=multi-user.target\n"
         % (HEADER, " ".join(inputs.systemd_unit_name(u, "before_units") for u in before_units),
            inputs.systemd_exec_arg(inputs.safe_path(script, "script")), int(boot_wait), LOCK_WAIT_S,
-           int(boot_wait) + LOCK_WAIT_S + 120))
+           int(boot_wait) + LOCK_WAIT_S + 120, service_limits()))
 
 
 def render_template(script, device_wait):
@@ -141,8 +159,9 @@ def render_template(script, device_wait):
         "# it is (systemd would unescape '-' of mlx5-bond0 into '/' in %%I).\n"
         "ExecStart=%s --device %%i --wait %d --lock-wait %d\n"
         "TimeoutStartSec=%d\n"
+        "%s"
         % (HEADER, nodelock.LOCK_FILE, inputs.systemd_exec_arg(inputs.safe_path(script, "script")), int(device_wait),
-           LOCK_WAIT_S, int(device_wait) + LOCK_WAIT_S + 60))
+           LOCK_WAIT_S, int(device_wait) + LOCK_WAIT_S + 60, service_limits()))
 
 
 def render_rule(systemctl):
@@ -283,7 +302,8 @@ def write_atomic(sysroot, path, content, mode):
     d = os.path.dirname(real)
     makedirs(sysroot, os.path.dirname(path))
     data = content.encode("utf-8") if not isinstance(content, bytes) else content
-    fd, tmp = tempfile.mkstemp(prefix=".gpufabric.", dir=d)
+    remove_stale_temps(d)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=d)
     try:
         with os.fdopen(fd, "wb") as f:
             _own(f.fileno(), mode)

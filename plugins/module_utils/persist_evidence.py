@@ -7,7 +7,8 @@ Installed next to the boot-time applier, from the same copy of the module_utils 
 
 - the script ``gpufabric-evidence`` (0755), which runs ``evidence_timer.main`` from that copy;
 - ``gpufabric-evidence.service`` (oneshot, hardened: ``ProtectSystem=full``, ``ProtectHome=read-only``,
-  ``PrivateTmp``, ``NoNewPrivileges``; the textfile directory stays writable) and ``gpufabric-evidence.timer``
+  ``PrivateTmp``, ``NoNewPrivileges``; the textfile directory stays writable; capped by ``persist.service_limits``
+  with ``CPUQuota``) and ``gpufabric-evidence.timer``
   (``OnBootSec``, then ``OnUnitActiveSec=<interval>s``; ``WantedBy=timers.target``), both 0644;
 - the desired-state document ``/etc/gpufabric/desired.json`` (0644, ``evidence.desired_document``) the concerns
   are evaluated against, when one is given; without one the timer reports every core concern ``not_checked``.
@@ -79,6 +80,9 @@ def paths(p):
             "timer": "%s/%s" % (p["unit_dir"], TIMER), "desired": evidence.DESIRED_FILE}
 
 
+CPU_QUOTA = 50   # percent of one CPU
+
+
 def render_service(p):
     exec_start = " ".join(inputs.systemd_exec_arg(w) for w in (
         p["evidence_script"], "--desired", evidence.DESIRED_FILE, "--textfile-dir", p["evidence_textfile_dir"],
@@ -102,8 +106,10 @@ def render_service(p):
         "PrivateTmp=yes\n"
         "NoNewPrivileges=yes\n"
         "ReadWritePaths=-%s\n"
+        "# a background refresh: capped in memory, tasks and CPU (a textfile reader gone wrong cannot take the node)\n"
+        "%s"
         % (persist.HEADER, exec_start, max(60, p["evidence_interval"]),
-           inputs.safe_path(p["evidence_textfile_dir"], "evidence_textfile_dir")))
+           inputs.safe_path(p["evidence_textfile_dir"], "evidence_textfile_dir"), persist.service_limits(CPU_QUOTA)))
 
 
 def render_timer(p):

@@ -24,6 +24,7 @@ import json
 import os
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import markdown as md
 
 DRIFT_KEYS = cm.ITEM_KEYS
 SCHEMA = "gpufabric.drift/v2"
@@ -74,16 +75,109 @@ def node_entry(a):
     }
 
 
+# --- one node's data, checked on its own ----------------------------------------------------------------------
+
+UNUSABLE = "node data unusable: "
+# what a wrongly shaped value raises in the readers (ConcernError and the reports' errors are ValueErrors)
+SHAPE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError)
+# the facts the reports read: key -> (type of the value, type of each entry of a list, keys of an entry and their type)
+_FACT_SHAPES = {
+    "gpus": (list, dict, {"index": (int, str), "bdf": str, "model": str}),
+    "nics": (list, dict, {"bdf": str, "netdevs": list, "ibdevs": list}),
+    "pairing": (list, dict, {"gpu": str, "bridges": list, "netdev": str, "relation": str}),
+    "path_bridges": (list, dict, {"bdf": str, "acs": dict}),
+    "numa_nodes": (list, dict, {}),
+    "nvswitches": (list, None, {}),
+    "iommu": (dict, None, {"mode": str, "cmdline": list}),
+    "nvidia_fs": (dict, None, {"modules": dict, "version": str}),
+    "fabric_manager": (dict, None, {}),
+    "gpu_driver": (dict, None, {"flavour": str, "version": str}),
+}
+
+
+def _shape_error(host, where, value, want):
+    names = want.__name__ if isinstance(want, type) else " or ".join(t.__name__ for t in want)
+    shown = json.dumps(value, default=repr)[:80]
+    return ReportError("node %s: %s must be %s, got %s %s" % (host, where, names, type(value).__name__, shown))
+
+
+def _check_entry(host, where, value, keys):
+    for key, want in sorted(keys.items()):
+        if value.get(key) is not None and not isinstance(value[key], want):
+            raise _shape_error(host, "%s.%s" % (where, key), value[key], want)
+
+
+def check_node_data(host, data):
+    """ReportError naming the field when a node's data is not shaped as the reports read it (``concerns.assess``
+    checks the concerns and flags; this checks the facts the reports draw)."""
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        raise ReportError("node %s: data must be a mapping, got %s" % (host, type(data).__name__))
+    facts = data.get("facts")
+    if facts is None:
+        return
+    if not isinstance(facts, dict):
+        raise ReportError("node %s: facts must be the gpufabric facts mapping, got %s" % (host, type(facts).__name__))
+    for key, (kind, entry, keys) in sorted(_FACT_SHAPES.items()):
+        value = facts.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, kind):
+            raise _shape_error(host, "facts." + key, value, kind)
+        if kind is dict:
+            _check_entry(host, "facts." + key, value, keys)
+            continue
+        for n, e in enumerate(value):
+            if entry is not None and not isinstance(e, entry):
+                raise _shape_error(host, "facts.%s[%d]" % (key, n), e, entry)
+            if entry is dict:
+                _check_entry(host, "facts.%s[%d]" % (key, n), e, keys)
+    gds = data.get("gds")
+    if isinstance(gds, dict) and gds.get("reasons") is not None and not isinstance(gds["reasons"], list):
+        raise _shape_error(host, "gds.reasons", gds["reasons"], list)
+    for name, doc in sorted((data.get("concerns") or {}).items() if isinstance(data.get("concerns"), dict) else []):
+        if isinstance(doc, dict) and doc.get("items") is not None and not isinstance(doc["items"], list):
+            raise _shape_error(host, "concern %s: items" % name, doc["items"], list)
+
+
+def unusable(host, managed, error):
+    """``concerns.assess`` of a node whose data could not be read: every managed concern an error naming what was
+    wrong, and the same as a play error (so the node is drifted and needs attention)."""
+    what = str(error) if isinstance(error, ValueError) else "%s: %s" % (type(error).__name__, error)
+    msg = UNUSABLE + what
+    return cm.assess({"concerns": dict((n, cm.error(n, msg)) for n in managed), "errors": [msg]}, managed, host)
+
+
+def unusable_nodes(report_nodes):
+    """{host: the error} of the nodes a report made from ``unusable`` (for the modules' warnings)."""
+    return dict((h, e) for h, n in sorted(report_nodes.items()) for e in n["errors"][:1] if e.startswith(UNUSABLE))
+
+
+def assess_each(nodes, managed, make, fixed=False):
+    """{host: make(host, data, assessment)} with each node on its own: one whose data is wrongly shaped is made
+    from ``unusable`` (and empty data) instead, and every other node is reported as it is."""
+    out = {}
+    for host in sorted(nodes, key=str):
+        data = nodes[host]
+        try:
+            check_node_data(host, data)
+            out[host] = make(host, data or {}, cm.assess(data, managed, host, fixed))
+        except SHAPE_ERRORS as e:
+            out[host] = make(host, {}, unusable(host, managed, e))
+    return out
+
+
 def build(nodes, managed=None, fixed=False):
     """nodes: {host: node data (see ``concerns.assess``)}; managed: the concern names the play manages (default the
-    core ones); fixed: the data come from a fix run."""
+    core ones); fixed: the data come from a fix run. A node with wrongly shaped data is reported as an error."""
     if not isinstance(nodes, dict):
         raise ReportError("nodes must be a mapping of host name to results")
     try:
         managed = cm.managed_names(managed)
-        out = dict((host, node_entry(cm.assess(nodes[host], managed, host, fixed))) for host in nodes)
     except cm.ConcernError as e:
         raise ReportError(str(e))
+    out = assess_each(nodes, managed, lambda host, data, a: node_entry(a), fixed)
     statuses = dict((s, sum(n["counts"][s] for n in out.values())) for s in cm.STATUSES)
     return {
         "schema": SCHEMA,
@@ -102,12 +196,7 @@ def build(nodes, managed=None, fixed=False):
     }
 
 
-def _cell(value):
-    if value is None:
-        return "-"
-    if isinstance(value, (dict, list)):
-        value = json.dumps(value, sort_keys=True)
-    return str(value).replace("|", "\\|").replace("\n", " ")
+_cell = md.cell
 
 
 def node_state(n, fixed=False):
@@ -141,27 +230,27 @@ def to_markdown(report, title="gpufabric drift report", fixed=None):
     still drifting as not fixed."""
     fixed = report.get("fixed") if fixed is None else fixed
     s = report["summary"]
-    lines = ["# %s" % title, ""]
+    lines = ["# %s" % md.inline(title), ""]
     lines.append("%d node(s): %d need attention, %d with drift, errors or unchecked concerns%s."
                  % (s["nodes"], len(s["attention"]), len(s["drifted_nodes"]),
-                    (" (%s)" % ", ".join(s["drifted_nodes"])) if s["drifted_nodes"] else ""))
+                    (" (%s)" % md.join(s["drifted_nodes"])) if s["drifted_nodes"] else ""))
     lines.append("Concern statuses: %s." % (status_counts_text(s["statuses"]) or "none"))
     lines.append("%d drift item(s)%s." % (s["drift_items"],
                                           ", %d fixed" % s["corrected_items"] if fixed and s["corrected_items"]
                                           else ""))
     if s["reboot_required"]:
-        lines.append("Reboot pending (kernel command line) on: %s." % ", ".join(s["reboot_required"]))
+        lines.append("Reboot pending (kernel command line) on: %s." % md.join(s["reboot_required"]))
     lines.append("")
     lines.append("| node | state | items | concerns | verdict |")
     lines.append("|---|---|---|---|---|")
     for host, n in sorted(report["nodes"].items()):
-        by = ", ".join("%s: %d" % kv for kv in sorted(n["by_concern"].items())) or "-"
-        lines.append("| %s | %s | %d | %s | %s |" % (host, node_state(n, fixed), len(n["items"]), by,
+        by = ", ".join("%s: %d" % (md.inline(k), v) for k, v in sorted(n["by_concern"].items())) or "-"
+        lines.append("| %s | %s | %d | %s | %s |" % (md.cell(host), node_state(n, fixed), len(n["items"]), by,
                                                      verdict_text(n["verdict"])))
     for host, n in sorted(report["nodes"].items()):
-        lines.extend(["", "## %s (%s)" % (host, verdict_text(n["verdict"])), ""])
+        lines.extend(["", "## %s (%s)" % (md.inline(host), md.inline(verdict_text(n["verdict"]))), ""])
         for r in n["verdict"]["reasons"]:
-            lines.append("- %s" % r)
+            lines.append("- %s" % md.inline(r))
         if n["verdict"]["reasons"]:
             lines.append("")
         lines.append("| concern | status | detail |")
@@ -171,7 +260,7 @@ def to_markdown(report, title="gpufabric drift report", fixed=None):
             if c is None:
                 continue
             label, detail = cm.describe(c, fixed)
-            lines.append("| %s | %s | %s |" % (cm.TITLES[name], label.upper() if c["status"] != cm.OK else label,
+            lines.append("| %s | %s | %s |" % (cm.TITLES[name], md.cell(label.upper() if c["status"] != cm.OK else label),
                                                _cell(detail)))
         if n["items"]:
             lines.extend(["", "| concern | object | setting | current | desired | result |",

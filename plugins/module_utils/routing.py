@@ -303,7 +303,7 @@ def load_state(sysroot, path=STATE_FILE):
         return None
     try:
         state = json.loads(raw)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:   # RecursionError: nested deeper than the parser's limit
         raise RoutingError("%s is not valid JSON (%s): remove it or rerun rail_sysctl with routing" % (path, e))
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
         raise RoutingError("%s has an unknown format (version %r)" % (path, state.get("version")

@@ -49,11 +49,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import errno
 import json
 import os
 import re
 
-from ansible_collections.gpufabric.node.plugins.module_utils import acs, dcb, ecn, mtu, pci, rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils import acs, bounded_read, dcb, ecn, mtu, pci, rdma_cm
 from ansible_collections.gpufabric.node.plugins.module_utils.sysctl import validate_ifname
 
 try:
@@ -388,27 +389,47 @@ def render(state):
     return json.dumps(state, indent=2, sort_keys=True) + "\n"
 
 
+# the state file is a few KiB; one larger than this is not one the collection wrote
+MAX_STATE = 4 << 20
+# what a state file that cannot be used raises while it is parsed and validated: bad JSON (ValueError), nesting
+# deeper than the parser's recursion limit (RecursionError), and any wrong shape the validators meet
+_UNPARSABLE = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
+
+
+def read_text(sysroot, path=STATE_FILE):
+    """The state file's text, or None when there is none; StateError when it cannot be read (not a regular file,
+    a symlink, over ``MAX_STATE``, not UTF-8)."""
+    try:
+        return bounded_read.read_regular(sysroot.path(path), MAX_STATE).decode("utf-8")
+    except (IOError, OSError) as e:
+        if getattr(e, "errno", None) == errno.ENOENT:
+            return None
+        raise StateError("cannot read %s: %s" % (path, e))
+    except UnicodeDecodeError as e:
+        raise StateError("%s is not UTF-8 text (%s): rerun the playbook to rewrite it" % (path, e))
+
+
 def load(sysroot, path=STATE_FILE):
     """The validated state document; ``{"version": 1}`` when the file does not exist.
 
-    Raises StateError (with the path and what is wrong) when it exists but cannot be used.
+    Raises StateError (with the path and what is wrong) when it exists but cannot be used: unreadable, oversize,
+    not JSON, nested beyond the parser's limit, or not a state document. The recording functions replace such a
+    file (:func:`plan_record`); the boot-time applier stops on it.
     """
-    real = sysroot.path(path)
-    if not os.path.exists(real):
+    raw = read_text(sysroot, path)
+    if raw is None:
         return empty()
     try:
-        with open(real, "r") as f:
-            raw = f.read()
-    except (IOError, OSError, UnicodeDecodeError) as e:
-        raise StateError("cannot read %s: %s" % (path, e))
-    try:
         doc = json.loads(raw)
+    except RecursionError:
+        raise StateError("%s is nested too deeply to be a state document: rerun the playbook to rewrite it" % path)
     except ValueError as e:
         raise StateError("%s is not valid JSON (%s): rerun the playbook to rewrite it" % (path, e))
     try:
         return validate(doc)
-    except ValueError as e:
-        raise StateError("%s: %s" % (path, e))
+    except _UNPARSABLE as e:
+        what = e if isinstance(e, ValueError) else "%s: %s" % (type(e).__name__, e)
+        raise StateError("%s: %s: rerun the playbook to rewrite it" % (path, what))
 
 
 class FileLock(object):
@@ -435,6 +456,16 @@ class FileLock(object):
         return False
 
 
+def load_for_record(sysroot, path=STATE_FILE):
+    """(document, None) or, for a file that cannot be used, (an empty document, what was wrong): a recording run
+    replaces such a file by a valid one holding its section (the modules that own the other sections record them
+    again on their next run) and reports it (``record_with_drift``'s item)."""
+    try:
+        return load(sysroot, path), None
+    except StateError as e:
+        return empty(), str(e)
+
+
 def plan_record(sysroot, concern, data, path=STATE_FILE, keep=None, merge=False, removed=()):
     """(changed, before_text, after_text) of recording ``data`` (None removes the section).
 
@@ -446,13 +477,13 @@ def plan_record(sysroot, concern, data, path=STATE_FILE, keep=None, merge=False,
     if concern not in CONCERNS:
         raise ValueError("unknown concern %r (known: %s)" % (concern, ", ".join(CONCERNS)))
     section = None if data is None else validate_section(concern, data)
-    before_text = sysroot.read_raw(path, None)
+    current, unusable = load_for_record(sysroot, path)
     try:
-        current = load(sysroot, path)
+        before_text = read_text(sysroot, path)
     except StateError:
-        # A corrupt file is replaced by a valid one holding this section: the modules that own the
-        # other sections record them again on their next run.
-        current = empty()
+        before_text = None
+    if unusable and before_text is None:
+        before_text = "(unusable: %s)\n" % unusable
     if merge:
         section = merge_previous(current.get(concern), section, keep, removed)
         section = None if section is None else validate_section(concern, section)
@@ -486,12 +517,13 @@ def record(sysroot, concern, data, check_mode, path=STATE_FILE, keep=None, merge
 def record_with_drift(sysroot, concern, data, check_mode, keep=None, path=STATE_FILE, merge=False, removed=()):
     """``record`` for a module: (before_text, after_text, drift item or None). The drift item says the recorded state
     differs from (or lacks) what the module would record, which the boot-time applier would otherwise re-apply."""
+    unusable = load_for_record(sysroot, path)[1]
     changed, before, after = plan_record(sysroot, concern, data, path, keep, merge, removed)
     record(sysroot, concern, data, check_mode, path, keep, merge, removed)
     item = None
     if changed:
-        item = {"concern": concern, "object": path, "key": concern, "current": "differs" if before else "missing",
-                "desired": "recorded"}
+        current = "unusable, replaced: %s" % unusable if unusable else ("differs" if before else "missing")
+        item = {"concern": concern, "object": path, "key": concern, "current": current, "desired": "recorded"}
     return before, after, item
 
 

@@ -17,9 +17,41 @@ __metaclass__ = type
 
 import errno
 import os
+import re
+import stat
 import tempfile
+import time
 
 SYSROOT_ENV = "GPUFABRIC_SYSROOT"
+# the collection's atomic writers' temp files: mkstemp(prefix=TEMP_PREFIX) adds 8 of [a-z0-9_]
+TEMP_PREFIX = ".gpufabric."
+_TEMP_NAME = re.compile(r"\.gpufabric\.[a-z0-9_]{8}")
+# a temp file this old belongs to no live writer (a write takes milliseconds): a kill between fsync and rename
+# left it, and the next atomic write into the directory removes it
+STALE_TEMP_S = 60
+
+
+def remove_stale_temps(directory, now=None):
+    """Remove the collection's own temp files (name ``.gpufabric.`` + 8 characters, a regular file of this user,
+    older than ``STALE_TEMP_S``) from ``directory``; the names removed. Nothing else is touched."""
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in sorted(names):
+        if not _TEMP_NAME.fullmatch(name):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and now - st.st_mtime > STALE_TEMP_S:
+                os.unlink(path)
+                removed.append(name)
+        except OSError:
+            continue
+    return removed
 
 
 class Sysroot(object):
@@ -137,7 +169,8 @@ class Sysroot(object):
         if not os.path.isdir(d):
             os.makedirs(d, 0o755)
         data = content if isinstance(content, bytes) else content.encode("utf-8")
-        fd, tmp = tempfile.mkstemp(prefix=".gpufabric.", dir=d)
+        remove_stale_temps(d)
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=d)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)

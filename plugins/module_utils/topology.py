@@ -118,7 +118,15 @@ pair_gpus = topology_pairing.pair_gpus
 SUBSETS = ("pci", "rails", "numa", "gpu_driver", "fabric_manager", "iommu", "nvidia_fs", "qos")
 
 _FM_COMM = "nv-fabricmanage"   # /proc/<pid>/comm holds 15 characters of "nv-fabricmanager"
-_IOMMU_CMDLINE = re.compile(r"^(iommu|intel_iommu|amd_iommu|iommu\.[a-z_]+)=")
+# the kernel parameters discovery reads from /proc/cmdline (the iommu facts); a capture keeps the values of these
+# and of no other parameter (capture.Masker.cmdline)
+CMDLINE_KEYS = re.compile(r"iommu|intel_iommu|amd_iommu|iommu\.[a-z_]+")
+
+
+def cmdline_discovery_arg(token):
+    """True for a ``key=value`` word of /proc/cmdline that discovery reads."""
+    key, eq, _value = token.partition("=")
+    return bool(eq) and CMDLINE_KEYS.fullmatch(key) is not None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -153,7 +161,7 @@ def iommu_facts(sr):
         mode = "mixed"
     cmdline = (sr.read("/proc/cmdline") or "").split()
     return {"mode": mode, "groups": len(groups), "types": types,
-            "cmdline": [w for w in cmdline if _IOMMU_CMDLINE.match(w)]}
+            "cmdline": [w for w in cmdline if cmdline_discovery_arg(w)]}
 
 
 def gpu_driver_facts(sr):

@@ -41,6 +41,9 @@ options:
         (one made from a MAC stays derived from the masked MAC), GIDs and the IPv4 addresses they carry, the host
         name, and the PCIe Device Serial Number of config spaces. Process names stay (the Fabric Manager check reads
         them).
+      - C(/proc/cmdline) is masked by an allow-list - only the values of the IOMMU parameters discovery reads and of
+        C(pci=) stay; every other parameter keeps its name with the value C(masked), bare words and the init's
+        arguments become C(masked).
     type: bool
     default: true
   gather_subset:

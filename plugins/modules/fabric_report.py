@@ -32,7 +32,9 @@ options:
     description:
       - Mapping of inventory host name to its data; every key is optional.
       - "C(concerns) (dict) - the host fact C(gpufabric_concerns), C({<concern>: {status, reason, items[,
-        corrected]}}). Concern names and statuses are validated; an error names the host and the concern."
+        corrected]}}). Concern names and statuses are validated. A node whose data is wrongly shaped
+        (a concern, the facts the report reads, a flag) is reported as an error naming what was wrong, with a
+        warning; every other node is reported as it is."
       - C(facts) (dict) - C(ansible_facts.gpufabric); the data-path warnings of the verdict come from it.
       - "C(reboot_required) (bool), C(gds_wanted) (bool), C(errors) (list of str, play-level failures),
         C(warnings) (list of str), C(unreachable) (bool; an unreachable node may pass only C({unreachable: true}))."
@@ -190,6 +192,8 @@ def main():
         report = rpt.build(p["nodes"], p["managed_concerns"], fixed=p["fixed"])
     except rpt.ReportError as e:
         module.fail_json(msg="cannot build the drift report: %s" % e)
+    for host, error in rpt.unusable_nodes(report["nodes"]).items():
+        module.warn("%s; the report shows it as an error, every other node as it is" % error)
     markdown = rpt.to_markdown(report, p["title"], fixed=p["fixed"])
     contents = {"json": rpt.to_json(report), "markdown": markdown}
     ext = {"json": ".json", "markdown": ".md"}

@@ -42,7 +42,9 @@ options:
     description:
       - Inventory host name to its data; every key is optional.
       - "C(concerns) (dict) - the host fact C(gpufabric_concerns), C({<concern>: {status, reason, items[,
-        corrected]}}). Concern names and statuses are validated; an error names the host and the concern."
+        corrected]}}). Concern names and statuses are validated. A node whose data is wrongly shaped
+        (a concern, the facts the report reads, a flag) is reported as an error naming what was wrong, with a
+        warning; every other node is reported as it is."
       - C(facts) (dict) - the C(gpufabric) facts of M(gpufabric.node.gpufabric_facts); the map, the pairs and the
         data-path warnings of the verdict come from them.
       - "C(reboot_required) (bool), C(gds_wanted) (bool), C(errors) (list of str, play-level failures), C(warnings)
@@ -199,6 +201,8 @@ def main():
         rep = fr.build(p["nodes"], previous, p["title"], p["generated"], p["managed_concerns"])
     except fr.FleetReportError as e:
         module.fail_json(msg="cannot build the fleet report: %s" % e)
+    for host, error in report.unusable_nodes(rep["nodes"]).items():
+        module.warn("%s; the report shows it as an error, every other node as it is" % error)
     contents = {"html": fr.to_html(rep), "json": fr.to_json(rep), "markdown": fr.to_markdown(rep)}
     try:
         files, changed = report.write_files(root, p["dest"], p["basename"],

@@ -129,6 +129,8 @@ BROKEN = [
     ("a timer interval systemd cannot read", _edit(EVIDENCE, persist_evidence.TIMER, "OnUnitActiveSec=60s",
                                                    "OnUnitActiveSec=60 sec."),
      [persist_evidence.TIMER], 0, "Failed to parse timer value, ignoring: 60 sec."),
+    ("a memory cap systemd cannot read", _edit(EVIDENCE, persist_evidence.SERVICE, "MemoryMax=", "MemoryMax=lots#"),
+     [persist_evidence.SERVICE], 0, "Invalid memory limit 'lots#512M', ignoring"),
     ("a mount unit whose name is not its mount point",
      _edit(MOUNTS, MOUNT_UNITS[0], "Where=/mnt/nfs-rdma", "Where=/mnt/nfs_rdma"),
      MOUNT_UNITS[:1], 1, "Where= setting doesn't match unit name"),
@@ -144,3 +146,19 @@ def test_systemd_rejects_a_broken_unit(tmp_path, case):
     root = lay_out(tmp_path, files)
     rc, diag = consumers.verify_units(root, units)
     assert rc == want_rc and diagnostic in diag, diag
+
+
+SERVICES = dict((p, c) for case in GOOD[:4] for p, (c, _m) in case[1].items() if p.endswith(".service"))
+
+
+@pytest.mark.parametrize("path", sorted(SERVICES))
+def test_every_service_has_resource_limits(path):
+    """Each service the collection installs runs as root: a memory, task and file cap, and a start timeout."""
+    text = SERVICES[path]
+    service = text.split("[Service]\n", 1)[1].split("\n[", 1)[0].splitlines()
+    keys = dict(line.split("=", 1) for line in service if "=" in line and not line.startswith("#"))
+    assert keys.get("MemoryMax") == persist.MEMORY_MAX and keys.get("MemorySwapMax") == "0"
+    assert keys.get("TasksMax") == str(persist.TASKS_MAX) and keys.get("LimitNOFILE") == str(persist.NOFILE_MAX)
+    assert int(keys["TimeoutStartSec"]) > 0
+    if os.path.basename(path) == persist_evidence.SERVICE:
+        assert keys.get("CPUQuota") == "%d%%" % persist_evidence.CPU_QUOTA

@@ -254,6 +254,16 @@ def test_corrupt_state_exits_2(node):
     assert rc == 2 and "not valid JSON" in summary["errors"][0] and lines[0].startswith("error: state:")
 
 
+def test_deeply_nested_state_exits_2(node):
+    root, _m = node
+    p = os.path.join(root, "etc/gpufabric/state.json")
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, "w") as f:
+        f.write("[" * 100000 + "]" * 100000)
+    rc, summary, lines = apply(Sysroot(root), Runner(root))
+    assert rc == 2 and "nested too deeply" in summary["errors"][0] and lines[0].startswith("error: state:")
+
+
 def test_dcb_failure_is_reported(node):
     root, manifest = node
     sr, _r = record_all(root, manifest)

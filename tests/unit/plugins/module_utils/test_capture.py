@@ -190,3 +190,34 @@ def test_absolute_and_escaping_links_are_rewritten_relative(tmp_path):
     assert col.entries["/sys/class/abs"] == ("link", "../real/dir")
     assert col.entries["/sys/class/up"] == ("link", "../real/dir")
     assert col.entries["/sys/real/dir/f"] == ("file", b"x\n")
+
+
+HOSTILE_CMDLINE = ('BOOT_IMAGE=/vmlinuz-6.8.0 root=UUID=3f1c9a2e-77d1-4b0e-9c55-0e1d2f3a4b5c ro quiet '
+                   'ip=10.20.30.40::10.20.30.1:255.255.255.0:gpu-node-17.corp.example:eth0:off '
+                   'nfsroot=192.0.2.9:/exports/roots/gpu-node-17,vers=4.2 '
+                   'rd.iscsi.initiator=iqn.2004-10.com.example:gpu-node-17 apikey=s3cr3t-T0ken '
+                   'search="corp.example lab.example" hunter2 intel_iommu=on iommu=pt iommu.strict=0 '
+                   'pci=realloc,noaer -- initpw=opensesame')
+SECRETS = ["3f1c9a2e", "10.20.30.40", "10.20.30.1", "192.0.2.9", "exports", "gpu-node-17", "corp.example",
+           "iqn.2004", "s3cr3t", "hunter2", "vmlinuz", "opensesame", "lab.example"]
+
+
+def test_cmdline_is_masked_by_an_allow_list(tmp_path):
+    live_root = str(tmp_path / "live")
+    os.mkdir(live_root)
+    sr = _host(SRIOV_PF)(live_root)
+    with open(sr.path("/proc/cmdline"), "w") as f:
+        f.write(HOSTILE_CMDLINE + "\n")
+    live = T.discover(sr)
+    assert live["iommu"]["cmdline"] == ["intel_iommu=on", "iommu=pt", "iommu.strict=0"]
+    cap = C.capture(sr, mask=True)
+    text = cap["entries"]["/proc/cmdline"][1].decode()
+    assert text == ("BOOT_IMAGE=masked root=masked masked masked ip=masked nfsroot=masked rd.iscsi.initiator=masked "
+                    "apikey=masked search=masked masked intel_iommu=on iommu=pt iommu.strict=0 pci=realloc,noaer "
+                    "-- masked\n")
+    replayed, path = _replay(tmp_path, cap)
+    assert replayed == cap["facts"] and replayed["iommu"] == live["iommu"]
+    with tarfile.open(path) as tar:
+        blob = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.isfile())
+    blob += C.facts_json(cap).encode()
+    assert [s for s in SECRETS if s.encode() in blob] == []

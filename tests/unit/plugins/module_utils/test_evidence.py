@@ -231,3 +231,33 @@ def test_every_metric_is_documented():
     for short, (mtype, help_text) in prom.METRICS.items():
         assert "`%s%s`" % (prom.PREFIX, short) in doc, short
         assert help_text and mtype in prom.TYPES
+
+
+def _secret(tmp_path):
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$secret\n")
+    return str(secret)
+
+
+TEXTFILE_TRAPS = [
+    # id, how the name in node_exporter's directory is laid out by its (non-root) owner
+    ("symlink to a root-only file", lambda p, tmp: os.symlink(_secret(tmp), p)),
+    ("symlink to /dev/zero", lambda p, tmp: os.symlink("/dev/zero", p)),
+    ("FIFO", lambda p, tmp: os.mkfifo(p)),
+    ("file over the read limit", lambda p, tmp: open(p, "wb").truncate(evidence.MAX_TEXTFILE + 1)),
+]
+
+
+@pytest.mark.parametrize("case", TEXTFILE_TRAPS, ids=[c[0] for c in TEXTFILE_TRAPS])
+def test_existing_textfile_is_read_bounded_and_replaced(tmp_path, case):
+    sr = Sysroot(str(tmp_path / "root"))
+    path = "/var/lib/node_exporter/textfile_collector/gpufabric.prom"
+    os.makedirs(sr.path(os.path.dirname(path)))
+    case[1](sr.path(path), tmp_path)
+    assert evidence.current_file(sr, path) == (None, None)
+    assert evidence.write_textfile(sr, path, "a 1\n")
+    assert not os.path.islink(sr.path(path)) and os.path.isfile(sr.path(path))
+    with open(sr.path(path)) as f:
+        assert f.read() == "a 1\n"
+    if case[0].startswith("symlink to a root"):
+        assert (tmp_path / "shadow").read_text() == "root:$6$secret\n"

@@ -18,6 +18,7 @@ from fleet_nodes import DRIFT, all_ok, discover_shipped, drifting, nodes_of
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
 from ansible_collections.gpufabric.node.plugins.module_utils import fleet_report as fr
+from ansible_collections.gpufabric.node.plugins.module_utils import report as report_mod
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 V1 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "fleet-report-v1.json")
@@ -114,7 +115,7 @@ def test_html_is_self_contained_and_escaped(facts):
     assert "<script>" not in html and "&lt;script&gt;" in html and "fleet &lt;A&amp;B&gt;" in html
     assert not re.search(r'src=|href="(?!#)', html), "no external assets (in-page links only)"
     md = fr.to_markdown(fr.build(nodes))
-    assert "## pcie (needs attention)" in md and "play error: <script>" in md
+    assert "## pcie (needs attention)" in md and "play error: &lt;script&gt;" in md and "<script>" not in md
     assert "| GPU2 | 0000:" in md and "CROSS-NUMA" in md
 
 
@@ -269,6 +270,12 @@ def test_a_damaged_previous_report_does_not_crash(facts, previous):
     ({"a": {"concerns": "ok"}}, "node a: concerns must be a mapping"),
 ])
 def test_bad_input(nodes, match):
-    with pytest.raises(fr.FleetReportError) as e:
-        fr.build(nodes)
-    assert match in str(e.value)
+    """A fleet that is not a mapping fails; a bad node is an error of its own, named in the report."""
+    if not isinstance(nodes, dict):
+        with pytest.raises(fr.FleetReportError) as e:
+            fr.build(nodes)
+        assert match in str(e.value)
+        return
+    rep = fr.build(nodes)
+    assert rep["summary"]["attention"] == ["a"]
+    assert match in report_mod.unusable_nodes(rep["nodes"])["a"]

@@ -97,7 +97,7 @@ def test_items_sorted_grouped_and_derived_from_the_concerns():
     assert n["counts"] == {"ok": N - 4, "drift": 4, "error": 0, "not_checked": 0, "not_applicable": 0}
     md = rpt.to_markdown(r)
     assert "| dcb | ens3np0 | dscp_prio:26 | - | 3 | drift |" in md
-    assert "| dcb | ens8np0 | pfc | [] | [3] | drift |" in md
+    assert "| dcb | ens8np0 | pfc | \\[] | \\[3] | drift |" in md
 
 
 def test_as_desired_only_for_ok():
@@ -151,7 +151,7 @@ def test_fix_run_shows_fixed_and_not_fixed():
     md = rpt.to_markdown(fixed)
     assert "| a | FIXED | 1 |" in md and "| b | NOT FIXED | 2 |" in md
     assert "| acs | 0000:17:01.0 | acs_ctrl | 0x001d | 0x0011 | fixed |" in md
-    assert "| dcb | ens8np0 | pfc | [] | [3] | NOT FIXED |" in md
+    assert "| dcb | ens8np0 | pfc | \\[] | \\[3] | NOT FIXED |" in md
     assert "| DCB (trust, DSCP map, PFC) | NOT FIXED | pfc still differs |" in md
     assert "| PCIe ACS | fixed | corrected 1 item(s) |" in md
     # the same data out of a check run: drift stays drift, nothing reads as fixed
@@ -186,11 +186,6 @@ def test_managed_concerns():
 
 BAD = [
     ("not a mapping", ["a"], None, "mapping"),
-    ("node results not a mapping", {"a": "oops"}, None, "node a"),
-    ("old item not a mapping", {"a": {"drift": ["x"]}}, None, "node a: a drift item must be a mapping"),
-    ("old item lacks key", {"a": {"drift": [{"concern": "dcb", "object": "x"}]}}, None, "lacks key"),
-    ("unknown concern", {"a": {"concerns": {"dbc": {"status": "ok"}}}}, None, "a: unknown concern 'dbc'"),
-    ("bad status", {"a": {"concerns": {"dcb": {"status": "good"}}}}, None, "a: concern dcb has status 'good'"),
     ("bad managed", {"a": {}}, ["dbc"], "unknown concern(s) 'dbc'"),
 ]
 
@@ -200,3 +195,20 @@ def test_bad_input(name, nodes, managed, match):
     with pytest.raises(rpt.ReportError) as e:
         rpt.build(nodes, managed)
     assert match in str(e.value)
+
+
+BAD_NODE = [
+    ("node results not a mapping", {"a": "oops"}, "node a"),
+    ("old item not a mapping", {"a": {"drift": ["x"]}}, "node a: a drift item must be a mapping"),
+    ("old item lacks key", {"a": {"drift": [{"concern": "dcb", "object": "x"}]}}, "lacks key"),
+    ("unknown concern", {"a": {"concerns": {"dbc": {"status": "ok"}}}}, "a: unknown concern 'dbc'"),
+    ("bad status", {"a": {"concerns": {"dcb": {"status": "good"}}}}, "a: concern dcb has status 'good'"),
+]
+
+
+@pytest.mark.parametrize("name,nodes,match", BAD_NODE, ids=[b[0] for b in BAD_NODE])
+def test_a_bad_node_is_an_error_of_its_own(name, nodes, match):
+    report = rpt.build(dict(nodes, b=node()))
+    assert report["nodes"]["b"]["verdict"]["status"] == cm.OK
+    assert report["summary"]["drifted_nodes"] == ["a"]
+    assert match in rpt.unusable_nodes(report["nodes"])["a"]

@@ -7,6 +7,7 @@ __metaclass__ = type
 
 import json
 import os
+import time
 
 import pytest
 
@@ -160,6 +161,12 @@ LOAD_BAD = [
     ("unknown section", json.dumps({"version": 1, "kmod": {}}), "unknown section(s) kmod"),
     ("invalid section", json.dumps({"version": 1, "rdma_cm": {"tos": 106}}), "exactly one"),
     ("not an object", "[]", "must be a JSON object"),
+    ("100,000 deep", "[" * 100000 + "]" * 100000, "nested too deeply"),
+    ("deep inside a section", json.dumps({"version": 1, "nvidia_fs": {"rw_stats_enabled": 1}})[:-1]
+     + ', "mtu": ' + "[" * 50000 + "]" * 50000 + "}", "nested too deeply"),
+    ("a list where a section maps", json.dumps({"version": 1, "dcb": [1, 2]}), "dcb"),
+    ("not UTF-8", b"\xff\xfe{}", "not UTF-8"),
+    ("over the size cap", b" " * (state.MAX_STATE + 1), "over the"),
 ]
 
 
@@ -167,10 +174,57 @@ LOAD_BAD = [
 def test_load_rejects(tmp_path, text, msg):
     p = tmp_path / "etc/gpufabric/state.json"
     p.parent.mkdir(parents=True)
-    p.write_text(text)
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(state.StateError) as e:
         state.load(Sysroot(str(tmp_path)))
     assert msg in str(e.value) and "/etc/gpufabric/state.json" in str(e.value)
+
+
+@pytest.mark.parametrize("text", [c[1] for c in LOAD_BAD], ids=[c[0] for c in LOAD_BAD])
+def test_unusable_file_is_reported_and_replaced_by_the_next_record(tmp_path, text):
+    p = tmp_path / "etc/gpufabric/state.json"
+    p.parent.mkdir(parents=True)
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    sr = Sysroot(str(tmp_path))
+    _before, after, item = state.record_with_drift(sr, "nvidia_fs", {"rw_stats_enabled": 0}, False)
+    assert item["current"].startswith("unusable, replaced: ") and "/etc/gpufabric/state.json" in item["current"]
+    assert state.load(sr) == {"version": 1, "nvidia_fs": {"rw_stats_enabled": 0}} == json.loads(after)
+
+
+def test_a_symlinked_state_file_is_not_followed(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.write_text(json.dumps({"version": 1}))
+    p = tmp_path / "etc/gpufabric/state.json"
+    p.parent.mkdir(parents=True)
+    os.symlink(str(target), str(p))
+    sr = Sysroot(str(tmp_path))
+    with pytest.raises(state.StateError) as e:
+        state.load(sr)
+    assert "symbolic link" in str(e.value)
+    assert state.record(sr, "nvidia_fs", {"rw_stats_enabled": 1}, False)
+    assert not os.path.islink(str(p)) and target.read_text() == json.dumps({"version": 1})
+
+
+def test_a_temp_file_left_by_a_kill_is_removed_by_the_next_write(tmp_path):
+    sr = Sysroot(str(tmp_path))
+    state.record(sr, "nvidia_fs", {"rw_stats_enabled": 1}, False)
+    d = os.path.dirname(sr.path(state.STATE_FILE))
+    old = time.time() - 3600
+    for name in (".gpufabric.k1ll3d_0", ".gpufabric.abcdefgh", ".gpufabric.fresh123", ".gpufabric.toolong99x",
+                 "gpufabric.abcdefgh", ".gpufabric.link0000"):
+        path = os.path.join(d, name)
+        if name.startswith(".gpufabric.link"):
+            os.symlink("/etc/hostname", path)
+            continue
+        with open(path, "w") as f:
+            f.write("{")
+        if name != ".gpufabric.fresh123":
+            os.utime(path, (old, old))
+    state.record(sr, "nvidia_fs", {"rw_stats_enabled": 0}, False)
+    # the two stale temp files of the collection's own pattern are gone; a fresh one (a live writer's), other
+    # names and a symlink stay
+    assert sorted(os.listdir(d)) == [".gpufabric.fresh123", ".gpufabric.link0000", ".gpufabric.toolong99x",
+                                     ".state.lock", "gpufabric.abcdefgh", "state.json"]
 
 
 def test_corrupt_file_is_replaced_by_record(tmp_path):

@@ -8,6 +8,7 @@ import json
 import os
 
 import pytest
+from ansible.module_utils import basic
 from modrunner import run_module
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
@@ -73,9 +74,14 @@ def test_check_mode_writes_nothing(tmp_path, monkeypatch):
     ({"n1": {"concerns": {"dcb": {"status": "broken"}}}}, "n1: concern dcb has status 'broken'"),
     ({"n1": {"concerns": {"ib": {"status": "ok"}}}}, "n1: unknown concern 'ib'"),
 ])
-def test_bad_input_fails_clearly(tmp_path, monkeypatch, nodes, match):
+def test_a_bad_node_is_reported_as_an_error(tmp_path, monkeypatch, nodes, match):
+    nodes = dict(nodes, n2={})
+    warned = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, w: warned.append(w))
     r = run_module(fabric_report, {"nodes": nodes, "dest": str(tmp_path)}, monkeypatch=monkeypatch)
-    assert r["failed"] and match in r["msg"] and r["msg"].startswith("cannot build the drift report")
+    assert not r.get("failed") and [w for w in warned if match in w]
+    assert sorted(r["report"]["nodes"]) == ["n1", "n2"] and match in r["report"]["nodes"]["n1"]["errors"][0]
+    assert "| n1 | ERROR |" in (tmp_path / "drift-report.md").read_text()
 
 
 def test_bad_basename(tmp_path, monkeypatch):

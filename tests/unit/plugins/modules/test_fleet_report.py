@@ -12,6 +12,7 @@ import os
 import shutil
 
 import pytest
+from ansible.module_utils import basic
 from fleet_nodes import all_ok, discover_shipped, nodes_of
 from modrunner import run_module
 
@@ -68,5 +69,8 @@ def test_module_managed_concerns_and_bad_statuses(facts, tmp_path, monkeypatch):
     hgx = r["report"]["nodes"]["hgx"]
     assert hgx["concerns"]["vendor_client"]["status"] == "not_checked" and hgx["status"] == "attention"
     args = {"nodes": {"n1": {"concerns": {"dcb": {"status": "fine"}}}}, "dest": str(tmp_path)}
+    warned = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, w: warned.append(w))
     r = run_module(fleet_report_module, args, monkeypatch=monkeypatch)
-    assert r["failed"] and "n1: concern dcb has status 'fine'" in r["msg"]
+    assert not r.get("failed") and r["report"]["summary"]["attention"] == ["n1"]
+    assert [w for w in warned if "n1: concern dcb has status 'fine'" in w]

@@ -35,6 +35,7 @@ from gpufabric_sim import runtime as sim_runtime
 from modrunner import run_module
 
 from test_check_mode_all import CASES, module_names, template  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.gpufabric.node.plugins.module_utils import markdown
 
 PKG = "ansible_collections.gpufabric.node.plugins.modules."
 
@@ -116,7 +117,14 @@ BASE = {
 TEXT_OK = ("triple-quote", "command-substitution", "backtick", "percent", "single-quote", "double-quote",
            "semicolon", "dotdot")
 TEXT = TEXT_OK + ("tab", "newline", "cr", "trailing-newline")
+# NUL and DEL are refused in any text option (inputs.guard) before a report is built
+NODE_DATA_OK = ("newline", "cr", "tab", "triple-quote", "command-substitution", "backtick",
+                "percent", "single-quote", "double-quote", "semicolon", "dotdot", "trailing-newline")
 ALLOWED = {
+    # a node's data is the node's business: a value that breaks its shape makes that node an error of the report,
+    # which is still written for the fleet (fabric_report/fleet_report, report.assess_each)
+    ("fabric_report", "nodes{value}"): NODE_DATA_OK,
+    ("fleet_report", "nodes{value}"): NODE_DATA_OK,
     # read-only: the values are only compared with the node's counters and returned, never written anywhere
     ("fabric_counters", "errors{key}"): TEXT_OK,
     ("fabric_counters", "errors{value}"): TEXT_OK,
@@ -332,10 +340,17 @@ def _strings(value):
 
 
 def _report_files(node, args, option, hostile, res, before, after):
-    """JSON holds the value exactly; HTML has it escaped, never raw; Markdown keeps it on one line."""
+    """JSON holds the value exactly; HTML has it escaped, never raw; Markdown has it escaped, on one line."""
     piece = hostile("")
-    full = args["title"] if option == "title" else next((k for k in args.get("nodes", {}) if piece in k), None)
     assert res.get("files"), res
+    if option == "nodes{value}":
+        nodes = res["report"]["nodes"]
+        assert sorted(nodes) == sorted(args["nodes"])
+        for host, n in nodes.items():
+            unusable = n["errors"] and n["errors"][0].startswith("node data unusable: ") and host in n["errors"][0]
+            assert not n["errors"] or unusable, n["errors"]
+        return
+    full = args["title"] if option == "title" else next((k for k in args.get("nodes", {}) if piece in k), None)
     for f in res["files"]:
         path = f if isinstance(f, str) else f.get("path")
         if option == "dest":
@@ -351,7 +366,9 @@ def _report_files(node, args, option, hostile, res, before, after):
             if html.escape(full, quote=True) != full:
                 assert full not in text, "%s has %r unescaped" % (path, full)
         elif path.endswith(".md"):
-            assert any(full in line for line in text.splitlines()), "%s lacks %r on one line" % (path, full)
+            # escaped as literal Markdown text (markdown.inline), on one line
+            assert any(markdown.inline(full) in line for line in text.splitlines()), \
+                "%s lacks %r escaped on one line" % (path, full)
             for line in text.splitlines():
                 if line.startswith("|"):
                     assert line.rstrip().endswith("|"), "%s: a table row was split: %r" % (path, line)

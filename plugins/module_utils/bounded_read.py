@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one reader for files root reads from a place others can write (a textfile directory, a job's log).
+
+:func:`read_regular` opens the path with ``O_NOFOLLOW`` (a symlink as the last component is refused, so a link to
+``/dev/zero`` or to a root-only file is never followed) and ``O_NONBLOCK`` (opening a FIFO nobody writes does not
+hang), then ``fstat``\\ s the open file: anything but a regular file (FIFO, socket, device node, directory) is refused
+before a byte is read. A file larger than ``limit`` is refused from its size, and the read itself stops after
+``limit + 1`` bytes, so a file that grows while it is read cannot take more memory than that either. Every refusal is a
+:class:`BoundedReadError`, an ``OSError`` with an errno (``ELOOP``, ``EINVAL`` for a file that is not regular, ``EFBIG``), so callers
+that already treat an unreadable file as absent keep doing so.
+
+Only the last component is protected: a directory on the way that others can replace is the caller's concern (the
+guard checks the collection's own directories). Plain Python, no Ansible: part of the node payload.
+This file is private to the collection: no stable API is promised.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import stat
+
+# no root-run reader takes more than this from a file others can write (issue 21: 64 MiB at most)
+MAX_LIMIT = 64 << 20
+_CHUNK = 1 << 16
+_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+          | getattr(os, "O_NOCTTY", 0))
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+class BoundedReadError(OSError):
+    """A file refused by :func:`read_regular` (not a regular file, a symlink, or too large)."""
+
+
+def _kind(mode):
+    for test, word in _KINDS:
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def read_regular(path, limit, with_stat=False):
+    """The bytes of the regular file ``path`` (at most ``limit`` bytes), or ``(bytes, os.stat_result)`` with
+    ``with_stat``. Raises :class:`BoundedReadError` for a symlink, a non-regular file or one over ``limit``, and the
+    usual ``OSError`` (``ENOENT``, ``EACCES``...) otherwise."""
+    if not 0 <= limit <= MAX_LIMIT:
+        raise ValueError("read limit %r is outside 0..%d" % (limit, MAX_LIMIT))
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise BoundedReadError(errno.ELOOP, "%s is a symbolic link: not followed" % path)
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BoundedReadError(errno.EINVAL, "%s is %s, not a regular file: not read" % (path, _kind(st.st_mode)))
+        if st.st_size > limit:
+            raise BoundedReadError(errno.EFBIG, "%s is %d bytes, over the %d bytes read from it" % (
+                path, st.st_size, limit))
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise BoundedReadError(errno.EFBIG, "%s grew over the %d bytes read from it" % (path, limit))
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return (data, st) if with_stat else data
