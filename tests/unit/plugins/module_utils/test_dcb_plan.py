@@ -129,8 +129,8 @@ PLAN_CASES = [
                                                                  "prio_tc": list(range(8))}),
      want(ets=ETS), "mlx5_core", False, [], []),
     # drift in one ETS field alone is drift (each of tc_tsa, prio_tc, tc_bw on its own)
-    ("ets-only-tsa-differs", dict(dscp=CLEAN, pfc=[3], ets=dict(ETS, tc_tsa=["ets", "strict", "strict", "ets",
-                                                                               "strict", "strict", "strict", "vendor"])),
+    ("ets-only-tsa-differs", dict(dscp=CLEAN, pfc=[3], ets=dict(ETS, tc_tsa=[
+        "ets", "strict", "strict", "ets", "strict", "strict", "strict", "vendor"])),
      want(ets=ETS), "mlx5_core", False, [["dcb", "ets", "set", "dev", "r0"] + ETS_ARGV],
      [("ets", dict(ETS, tc_tsa=["ets", "strict", "strict", "ets", "strict", "strict", "strict", "vendor"]), ETS)]),
     ("ets-only-prio-tc-differs", dict(dscp=CLEAN, pfc=[3], ets=dict(ETS, prio_tc=[0, 1, 2, 3, 4, 5, 7, 6])),

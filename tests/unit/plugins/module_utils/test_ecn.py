@@ -287,8 +287,8 @@ def test_inbox_ecn_is_ok_only_when_the_firmware_enables_the_priority(tmp_path, c
     assert not again["changed"], "the firmware item is never written"
     assert ecn.status_of(again, False)["status"] == fix_status
     fw_items = [d for d in again["drift"] if d["key"].startswith("firmware_")]
-    assert [(d["object"], d["key"]) for d in fw_items] == ([("ens2np0", "firmware_cc_prio:3")]
-                                                          if fix_status == "drift" else [])
+    want_items = [("ens2np0", "firmware_cc_prio:3")] if fix_status == "drift" else []
+    assert [(d["object"], d["key"]) for d in fw_items] == want_items
     if fix_status == "drift":
         assert doc["items"] and "not corrected" not in doc["reason"] and not again["results"][1]["changes"]
     assert again["rails"][0]["before"]["firmware_cc_prio:3"] == (None if not masks else True)
