@@ -28,7 +28,7 @@ KILLED = {1, 3, 36, -24, 24, 152, 255}
 
 
 def load_config(path):
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         doc = yaml.safe_load(f)
     if not isinstance(doc, dict) or not isinstance(doc.get("judges"), list):
         raise SystemExit("%s: expected a mapping with a 'judges' list" % path)
@@ -53,7 +53,7 @@ def diff_key(diff):
 def load_survivors(path):
     if not os.path.exists(path):
         return []
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         doc = yaml.safe_load(f) or []
     if not isinstance(doc, list):
         raise SystemExit("%s: expected a list" % path)
@@ -74,15 +74,18 @@ def repo_files():
             and os.path.isfile(os.path.join(REPO, p))]
 
 
-def prepare(work, judge, files, pytest_args):
-    if os.path.exists(work):
-        shutil.rmtree(work)
-    dest = os.path.join(work, COLL)
+def copy_files(dest, files):
     for p in files:
         os.makedirs(os.path.dirname(os.path.join(dest, p)), exist_ok=True)
         shutil.copy2(os.path.join(REPO, p), os.path.join(dest, p))
+
+
+def prepare(work, judge, files, pytest_args, fresh=True):
+    if fresh and os.path.exists(work):
+        shutil.rmtree(work)
+    copy_files(os.path.join(work, COLL), files)
     target = os.path.join(COLL, "plugins", "module_utils", judge["module"] + ".py")
-    with open(os.path.join(work, "setup.cfg"), "w") as f:
+    with open(os.path.join(work, "setup.cfg"), "w", encoding="utf-8") as f:
         f.write("[mutmut]\nsource_paths = ansible_collections\nonly_mutate = %s\n" % target)
         f.write("pytest_add_cli_args =\n    %s\n" % "\n    ".join(pytest_args))
         f.write("pytest_add_cli_args_test_selection =\n    %s\n"
@@ -96,13 +99,26 @@ def run_judge(args, judge, files):
     if args.score_only:
         return work, target, read_codes(work, target, judge, -1), 0
     plugin = PKG + ".tests.mutation.hypothesis_mutation"
-    target = prepare(work, judge, files, ["-p", "no:xdist", "-p", "no:cacheprovider", "-p", plugin])
+    names = []
+    if args.recheck:
+        codes = read_codes(work, target, judge, -1)
+        names = sorted(n for n, c in codes.items() if c not in KILLED)
+        # the tests as they are now, in the scratch tree and in mutmut's copy of it
+        copy_files(os.path.join(work, "mutants", COLL), [p for p in files if p.startswith("tests/")])
+        if not names:
+            return work, target, codes, 0
+    prepare(work, judge, files, ["-p", "no:xdist", "-p", "no:cacheprovider", "-p", plugin], fresh=not args.recheck)
     log = os.path.join(work, "mutmut.log")
     start = time.time()
-    with open(log, "w") as out:
-        rc = subprocess.call([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs)],
+    with open(log, "a" if args.recheck else "w", encoding="utf-8") as out:
+        rc = subprocess.call([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs)] + names,
                              cwd=work, stdout=out, stderr=subprocess.STDOUT)
-    return work, target, read_codes(work, target, judge, rc), time.time() - start
+    codes_now = read_codes(work, target, judge, rc)
+    if args.recheck:
+        # a changed test selection makes mutmut forget every verdict; the ones not re-run are the last run's kills
+        codes_now = dict((n, codes_now.get(n) if n in names else c) for n, c in codes.items())
+        write_codes(work, target, codes_now)
+    return work, target, codes_now, time.time() - start
 
 
 def read_codes(work, target, judge, rc):
@@ -110,8 +126,17 @@ def read_codes(work, target, judge, rc):
     if not os.path.exists(meta):
         raise SystemExit("%s: mutmut wrote no results (rc %d); see %s"
                          % (judge["module"], rc, os.path.join(work, "mutmut.log")))
-    with open(meta) as f:
+    with open(meta, encoding="utf-8") as f:
         return json.load(f)["exit_code_by_key"]
+
+
+def write_codes(work, target, codes):
+    meta = os.path.join(work, "mutants", target + ".meta")
+    with open(meta, encoding="utf-8") as f:
+        doc = json.load(f)
+    doc["exit_code_by_key"] = codes
+    with open(meta, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
 
 
 def mutant_diff(work, target, name):
@@ -132,6 +157,14 @@ def function_of(name):
     return ".".join(p for p in mangled.split("\u01c1")[1:] if p)
 
 
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings as literal blocks, as survivors.yml writes them."""
+
+
+_Dumper.add_representer(str, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v,
+                                                             style="|" if "\n" in v else None))
+
+
 def score(module, work, target, codes, survivors):
     listed = [e for e in survivors if e["module"] == module]
     used = set()
@@ -150,6 +183,12 @@ def score(module, work, target, codes, survivors):
             used.add(match)
             reviewed.append(name)
     stale = [e for i, e in enumerate(listed) if i not in used]
+    # the open survivors in survivors.yml's shape, for review (reason and why are to be filled in)
+    with open(os.path.join(work, "open-survivors.yml"), "w", encoding="utf-8") as f:
+        entries = [{"module": module, "function": fn, "mutant": name.rsplit(".", 1)[1],
+                    "diff": "\n".join(diff_key(diff)) + "\n", "reason": "", "why": ""}
+                   for name, _code, fn, diff in open_]
+        yaml.dump(entries, f, Dumper=_Dumper, sort_keys=False, width=200)
     denom = len(codes) - len(reviewed)
     pct = 100.0 * killed / denom if denom else 100.0
     return {"module": module, "total": len(codes), "killed": killed, "reviewed": len(reviewed),
@@ -164,6 +203,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
     ap.add_argument("--score-only", action="store_true",
                     help="score the results of the last run in --workdir again (after editing survivors.yml)")
+    ap.add_argument("--recheck", action="store_true",
+                    help="run the last run's survivors again with the judge's current tests (after adding a kill "
+                         "test): quicker than a full run, whose verdicts it otherwise keeps")
     ap.add_argument("--report", help="also write the per-judge result as JSON here")
     ap.add_argument("judges", nargs="*", help="modules to run (default: every judge of the config)")
     args = ap.parse_args()
@@ -195,7 +237,7 @@ def main():
         print("%-20s %6.1f%% %7d %7d %8d" % (r["module"], r["score"], r["killed"], r["total"], r["reviewed"]))
     print("total wall time: %ds" % (time.time() - t0))
     if args.report:
-        with open(args.report, "w") as f:
+        with open(args.report, "w", encoding="utf-8") as f:
             json.dump([{k: v for k, v in r.items() if k not in ("open", "stale")} for r in results], f, indent=1)
     low = [r["module"] for r in results if r["score"] < threshold]
     if low:
