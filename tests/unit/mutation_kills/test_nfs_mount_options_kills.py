@@ -147,3 +147,24 @@ def test_mount_without_own_options_falls_back_to_all():
     m = {"fstype": "nfs4", "options": {"rw": True, "nosuid": True, "hard": True}}
     assert mo.judge([("suid", None)], m) == ([("suid", "nosuid", "suid")], [])
     assert mo.judge([("ro", None)], {"fstype": "nfs4"}) == ([("ro", "rw", "ro")], [])
+
+
+def test_strictatime_wins_over_a_later_noatime():
+    # MS_STRICTATIME stays set by a later noatime: the kernel shows neither flag
+    assert judge(["strictatime", "noatime"], mount("rw")) == ([], [])
+    assert judge(["strictatime", "relatime"], mount("rw")) == ([], [])
+
+
+def test_the_mounts_own_flags_decide_ro_not_the_superblocks():
+    # a read-write bind of a read-only superblock, and the reverse
+    assert judge(["rw"], mount("rw,relatime", sup="ro," + SUPER[3:])) == ([], [])
+    assert judge(["ro"], mount("ro,relatime")) == ([], [])
+
+
+def test_items_follow_the_order_of_the_last_option_of_each_group():
+    assert judge(["timeo=1", "ro", "timeo=2"], mount()) == (
+        [("ro", "rw", "ro"), ("timeo", "timeo=600", "timeo=2")], [])
+
+
+def test_overridden_local_lock_without_a_value():
+    assert judge(["local_lock", "nolock"], mount(sup=SUPER + ",nolock")) == ([], ["local_lock"])
