@@ -152,7 +152,7 @@ def test_state_file_round_trip_and_refusals(tmp_path):
     assert acs.read_state(root) is None
     assert acs.write_state(root, PREV) is True
     path = os.path.join(str(tmp_path), "etc/gpufabric/acs.json")
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         text = f.read()
     assert text == json.dumps(PREV, indent=2, sort_keys=True) + "\n"
     assert oct(os.stat(path).st_mode & 0o777) == oct(0o644)
@@ -166,7 +166,7 @@ def test_state_file_round_trip_and_refusals(tmp_path):
             ('{"schema": "other", "bridges": []}', "/etc/gpufabric/acs.json is not a gpufabric.acs/v1 document"),
             ('{"schema": "gpufabric.acs/v1", "bridges": {}}',
              "/etc/gpufabric/acs.json is not a gpufabric.acs/v1 document")]:
-        with open(path, "w") as f:
+        with open(path, "w", encoding="utf-8") as f:
             f.write(text)
         with pytest.raises(acs.AcsError) as e:
             acs.read_state(root)
