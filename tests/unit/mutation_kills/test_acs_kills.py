@@ -171,3 +171,19 @@ def test_state_file_round_trip_and_refusals(tmp_path):
         with pytest.raises(acs.AcsError) as e:
             acs.read_state(root)
         assert str(e.value).startswith(message) and (message.endswith(": ") or str(e.value) == message)
+
+
+def test_state_document_edges():
+    # a failed bridge without a kernel path does not keep a recorded entry that names neither
+    assert acs.state_document([dict(entry("0000:20:00.0", "error"), kernel_path=None)], ["ReqRedir"],
+                              {"bridges": [{}]})["bridges"] == []
+    # an entry without a BDF sorts before every BDF, domain ffff's too
+    prev = {"bridges": [{"kernel_path": "q"}, {"bdf": "ffff:00:00.0", "kernel_path": "r"}]}
+    doc = acs.state_document([entry("0000:01:00.0", "error", path="q"), entry("ffff:00:00.0", "error", path="r")],
+                             ["ReqRedir", "CmpltRedir", "EgressCtrl"], prev)
+    assert [b["kernel_path"] for b in doc["bridges"]] == ["q", "r"]
+
+
+def test_diff_lines_of_several_bridges():
+    assert acs.diff_lines([entry("0000:05:00.0"), entry("0000:06:00.0", after="0x0000")], "ctrl_after") == \
+        "0000:05:00.0 ECAP_ACS+0x6 = 0x0011\n0000:06:00.0 ECAP_ACS+0x6 = 0x0000\n"
