@@ -18,7 +18,8 @@ WORKERS ?= auto
 # makes those fsyncs no-ops for the test run only, the code under test still calls them
 NOSYNC = $(shell command -v eatmydata 2>/dev/null)
 
-.PHONY: sysdeps-demo sysdeps-test venv link unit integration sanity lint molecule vm compat collection demo test test-serial clean
+.PHONY: sysdeps-demo sysdeps-test venv link unit integration sanity lint molecule vm compat collection demo test test-serial clean \
+	mutation
 
 # System packages (Debian/Ubuntu, as root: installed when missing; elsewhere: told exactly what to install).
 sysdeps-demo:
@@ -58,6 +59,21 @@ $(SANITY_VENV)/.stamp: requirements.txt tests/lab/cached_venv.sh | venv
 
 sanity: venv $(SANITY_VENV)/.stamp
 	SANITY_VENV=$(SANITY_VENV) tests/sanity/run.sh
+
+# Mutation testing of the drift judges (tests/mutation/README.md; not part of `make test`): mutmut in its own venv,
+# which sees .venv's packages through a .pth; `make mutation JUDGES="nccl_log acs"` runs some of them.
+MUTATION_VENV := $(CURDIR)/.venv-mutation
+JUDGES ?=
+$(MUTATION_VENV)/.stamp: tests/mutation/requirements.txt
+	@test -x $(BIN)/python || $(MAKE) venv
+	$(BIN)/python -m venv $(MUTATION_VENV)
+	$(MUTATION_VENV)/bin/pip install -q -r tests/mutation/requirements.txt
+	$(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
+	  > "$$($(MUTATION_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-gpufabric-venv.pth"
+	touch $@
+
+mutation: $(MUTATION_VENV)/.stamp
+	nice -n 19 $(MUTATION_VENV)/bin/python tests/mutation/run.py $(JUDGES)
 
 # Tier 3: the real-kernel scenario in the QEMU lab (image from GPUFABRIC_VM_CACHE when its inputs are unchanged).
 vm: venv link
