@@ -62,6 +62,9 @@ def test_whole_parse_of_a_log_with_a_banner_first():
         "gdr_hcas": [{"hca": 0, "name": None, "gpu": 0, "enabled": True, "note": "(distance 4 <= 4)"}],
         "dmabuf_gpus": [0],
         "verdict": {"gpudirect_rdma": "yes", "summary": "GPUDirect RDMA on every network channel (2 NET/IB/GDRDMA)"},
+        # what the parser reads since issue 21's items 10 and 16: ranks and nodes (none in this log), the IB
+        # plugin's notes, and the bounds it keeps
+        "nranks": None, "nnodes": None, "net_plugin_notes": [], "long_lines": 0, "truncated": False,
     }
 
 
@@ -78,8 +81,7 @@ def test_gdrdma_mixed_with_socket_channels_is_partial():
                             "Channel 01/0 : 0[0] -> 8[0] [send] via NET/Socket/0",
                             "Channel 02/0 : 0[0] -> 8[0] [send] via NET/Socket/1"))
     assert p["verdict"] == {"gpudirect_rdma": "partial",
-                            "summary": "GPUDirect RDMA on 1 of 3 network channels; the others are staged through "
-                                       "host memory"}
+                            "summary": "GPUDirect RDMA on 1 of 3 network channels; 2 over the socket transport"}
 
 
 def test_no_gdr_summary_names_each_network_once():
