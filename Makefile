@@ -50,11 +50,13 @@ unit: venv link
 integration: venv link
 	$(NOSYNC) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile --durations=25 tests/integration
 
-# ansible-test's sanity requirements of the pinned ansible-core (part of the key: requirements.txt pins it)
+# ansible-test's sanity requirements of the pinned ansible-core (part of the key: requirements.txt pins it), read
+# from the new virtualenv's own ansible-test (no path of this clone in the build command, so clones share the key)
 $(SANITY_VENV)/.stamp: requirements.txt tests/lab/cached_venv.sh | venv
 	PY=$(PY) tests/lab/cached_venv.sh $(SANITY_VENV) requirements.txt -- bash -c \
-	  '$(PY) -m venv "$$VENV" && "$$VENV/bin/pip" install -q --upgrade pip && "$$VENV/bin/pip" install -q \
-	   "$$(grep "^ansible-core" requirements.txt)" $$(for f in $$($(BIN)/python -c "import ansible_test,os;print(os.path.dirname(ansible_test.__file__))")/_data/requirements/sanity.*.txt; do echo -r $$f; done)'
+	  '$(PY) -m venv "$$VENV" && "$$VENV/bin/pip" install -q --upgrade pip \
+	   && "$$VENV/bin/pip" install -q "$$(grep "^ansible-core" requirements.txt)" \
+	   && "$$VENV/bin/pip" install -q $$(for f in $$("$$VENV/bin/python" -c "import ansible_test,os;print(os.path.dirname(ansible_test.__file__))")/_data/requirements/sanity.*.txt; do echo -r $$f; done)'
 	touch $@
 
 sanity: venv $(SANITY_VENV)/.stamp
