@@ -39,7 +39,7 @@ description:
   - Each rail is configured on its own. When a rail cannot be read, a command fails on it or it does not read back
     as requested, the module goes on with the other rails and fails at the end with a message naming every failed
     rail; C(changed) then says whether any rail was changed and RV(results) what happened to each.
-  - The module records the requested state in the C(dcb) section of C(/etc/gpufabric/state.json), merged per rail:
+  - The module records the requested state in the C(dcb) section of C(/etc/gpufabric/state.json), merged per rail;
     the rails of this run get the new settings, every other recorded rail keeps its record (a run on 2 of 4 rails
     leaves the other 2 as they were recorded), and a rail that failed keeps what was recorded for it before, so the
     boot-time applier re-applies to every rail what it has. A rail leaves the record only with I(state=absent).
