@@ -91,6 +91,11 @@ def parse_rpm_installed(text):
     return out
 
 
+def check(profile, kvers, state):
+    """Refuse a bad state or kernel release (HoldError, os_profiles.ProfileError) before anything is touched."""
+    _check(profile, list(kvers or []), state)
+
+
 def _check(profile, kvers, state):
     if state not in ("held", "unheld"):
         raise HoldError("state must be held or unheld, not %r" % (state,))

@@ -135,6 +135,8 @@ def main():
 
     recorded = False
     try:
+        # bad input is refused before the node lock (a file) is taken or anything is read
+        kernel_hold.check(profile, p["kernel_releases"], p["state"])
         if module.check_mode:
             res = kernel_hold.plan(profile, p["kernel_releases"], p["state"], run)
             recorded = kernel_hold.record(sysroot, p["kernel_releases"], p["state"], check_mode=True)

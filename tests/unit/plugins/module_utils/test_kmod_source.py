@@ -248,8 +248,11 @@ def test_property_nothing_is_written_outside(spec, use_filter):
 
 
 def test_build_with_an_escaping_tarball_runs_nothing_and_leaves_nothing(deep):
-    """Issue 13 end to end: the chain tarball fails the build before podman, nothing stays behind."""
+    """Issue 13 end to end: the chain tarball fails the build before any container runs, nothing stays behind. The
+    one podman call before it is the read-only ``image inspect`` that the cache key needs (issue 21, item 22: the
+    builder image's ID is part of the key), which never sees the tarball."""
     import hashlib
+    import json
     from ansible_collections.gpufabric.node.plugins.module_utils import kmod_builder
     top, _dest = deep
     tb = tarball(top / "vastnfs-evil.tar", [member("vastnfs-9", "dir")] + [
@@ -258,11 +261,16 @@ def test_build_with_an_escaping_tarball_runs_nothing_and_leaves_nothing(deep):
     with open(tb, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     calls = []
+    inspect = json.dumps([{"Id": "sha256:" + "ab" * 32, "Digest": None, "RepoDigests": []}])
+
+    def run(argv, env=None):
+        calls.append(argv)
+        return (0, inspect, "") if argv[1:3] == ["image", "inspect"] else (0, "", "")
     cache = top / "w" / "x" / "y" / "z" / "cache"
     before = snapshot(str(top))
     with pytest.raises(KmodBuildError, match="vastnfs-9/a/l/e0"):
-        kmod_builder.build(lambda argv, env=None: calls.append(argv) or (0, "", ""), {"podman": "podman"}, tb,
-                           digest, "6.1.0-50-amd64", "1", "vastnfs", str(cache), "img")
-    assert calls == []
+        kmod_builder.build(run, {"podman": "podman"}, tb, digest, "6.1.0-50-amd64", "1", "vastnfs", str(cache),
+                           "img")
+    assert calls == [["podman", "image", "inspect", "img"]]
     assert snapshot(str(top), skip=[str(cache)]) == before
     assert os.listdir(str(cache)) == []
