@@ -45,7 +45,7 @@ fi
 # last use: virtualenvs of this name that no run used for 14 days are removed (each is a few hundred MB)
 touch "$target/.cached"
 for old in "$cache/${name#.}"-*; do
-  [ "$old" != "$target" ] && [ -d "$old" ] && [ ! -L "$old" ] || continue
+  if [ "$old" = "$target" ] || [ ! -d "$old" ] || [ -L "$old" ]; then continue; fi
   if [ -z "$(find "$old/.cached" -mtime -14 2>/dev/null)" ] && flock -n "$cache/.lock-${old##*/}" true 2>/dev/null; then
     rm -rf "$old"
   fi
