@@ -20,19 +20,13 @@ import argparse
 import os
 import sys
 
+from gpufabric_sim.emulators.files import read_attr as _read
+
 SYSROOT_ENV = "GPUFABRIC_SYSROOT"
 IB_MTU = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 IBOE_HEADERS = 96
 PORT_STATES = {"1: DOWN": "PORT_DOWN (1)", "2: INIT": "PORT_INIT (2)", "3: ARMED": "PORT_ARMED (3)",
                "4: ACTIVE": "PORT_ACTIVE (4)"}
-
-
-def _read(path, default=None):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except (IOError, OSError):
-        return default
 
 
 def iboe_mtu(netdev_mtu):

@@ -22,19 +22,13 @@ import os
 import re
 import sys
 
+from gpufabric_sim.emulators.files import read_attr as _read
+
 SYSROOT_ENV = "GPUFABRIC_SYSROOT"
 MELLANOX = "0x15b3"
 DEFAULTS = {"ROCE_CC_PRIO_MASK_P1": 255, "ROCE_CC_PRIO_MASK_P2": 255}
 BDF = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 USAGE = "usage: mstconfig -d <bdf> query [PARAM...]\n"
-
-
-def _read(path, default=None):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except (IOError, OSError):
-        return default
 
 
 def settings(root, bdf):
