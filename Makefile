@@ -30,9 +30,9 @@ sysdeps-test:
 
 # The virtualenvs are built by tests/lab/cached_venv.sh: in place, or once per content key below
 # $GPUFABRIC_VENV_CACHE when it is set (.ci/run sets it), with a link here.
-$(VENV)/.stamp: requirements.txt tests/lab/cached_venv.sh | sysdeps-demo
-	PY=$(PY) tests/lab/cached_venv.sh $(VENV) requirements.txt -- bash -c \
-	  '$(PY) -m venv "$$VENV" && "$$VENV/bin/pip" install -q --upgrade pip && "$$VENV/bin/pip" install -q -r requirements.txt'
+$(VENV)/.stamp: requirements.txt tests/lab/cached_venv.sh tests/lab/venv_pip.sh | sysdeps-demo
+	PY=$(PY) tests/lab/cached_venv.sh $(VENV) requirements.txt tests/lab/venv_pip.sh -- bash -c \
+	  '$(PY) -m venv "$$VENV" && tests/lab/venv_pip.sh "$$VENV" -r requirements.txt'
 	touch $@
 
 venv: $(VENV)/.stamp
@@ -52,11 +52,11 @@ integration: venv link
 
 # ansible-test's sanity requirements of the pinned ansible-core (part of the key: requirements.txt pins it), read
 # from the new virtualenv's own ansible-test (no path of this clone in the build command, so clones share the key)
-$(SANITY_VENV)/.stamp: requirements.txt tests/lab/cached_venv.sh | venv
-	PY=$(PY) tests/lab/cached_venv.sh $(SANITY_VENV) requirements.txt -- bash -c \
-	  '$(PY) -m venv "$$VENV" && "$$VENV/bin/pip" install -q --upgrade pip \
-	   && "$$VENV/bin/pip" install -q "$$(grep "^ansible-core" requirements.txt)" \
-	   && "$$VENV/bin/pip" install -q $$(for f in $$("$$VENV/bin/python" -c "import ansible_test,os;print(os.path.dirname(ansible_test.__file__))")/_data/requirements/sanity.*.txt; do echo -r $$f; done)'
+$(SANITY_VENV)/.stamp: requirements.txt tests/lab/cached_venv.sh tests/lab/venv_pip.sh | venv
+	PY=$(PY) tests/lab/cached_venv.sh $(SANITY_VENV) requirements.txt tests/lab/venv_pip.sh -- bash -c \
+	  '$(PY) -m venv "$$VENV" \
+	   && tests/lab/venv_pip.sh "$$VENV" "$$(grep "^ansible-core" requirements.txt)" \
+	   && tests/lab/venv_pip.sh "$$VENV" $$(for f in $$("$$VENV/bin/python" -c "import ansible_test,os;print(os.path.dirname(ansible_test.__file__))")/_data/requirements/sanity.*.txt; do echo -r $$f; done)'
 	touch $@
 
 sanity: venv $(SANITY_VENV)/.stamp

@@ -20,7 +20,7 @@ for minor in "${minors[@]}"; do
   venv=$repo/.venv-compat-$minor
   # built by build_venv.sh (in place, or once per content key below $GPUFABRIC_VENV_CACHE: tests/lab/cached_venv.sh)
   if [ ! -f "$venv/.stamp" ] || [ -n "${GPUFABRIC_VENV_CACHE:-}" ]; then
-    PY=$py tests/lab/cached_venv.sh "$venv" requirements.txt tests/compat/build_venv.sh -- \
+    PY=$py tests/lab/cached_venv.sh "$venv" requirements.txt tests/compat/build_venv.sh tests/lab/venv_pip.sh -- \
       tests/compat/build_venv.sh "$minor" "$py" "$community"
     touch "$venv/.stamp"
   fi

@@ -212,7 +212,9 @@ def test_every_module_has_string_options_in_the_table():
 @pytest.fixture(scope="module")
 def work(template, tmp_path_factory):  # noqa: F811
     """One copy of the drifted node for all cases: a case must leave it as it was, and when one did not (it
-    failed), the next case gets a fresh copy."""
+    failed, or a value it accepts wrote a file), the next case gets a fresh copy. The tree is hashed once per case,
+    after the module ran: that hash is the next case's "before" (``state``); a case that stopped before hashing
+    leaves ``state`` unknown, and the next case starts from a fresh copy."""
     top = str(tmp_path_factory.mktemp("hostile"))
     bindir = os.path.join(top, "bin")
     os.makedirs(bindir)
@@ -232,16 +234,24 @@ def _fresh(w):
     shutil.copytree(w["template"][0], w["root"], symlinks=True)
     node = {"root": w["root"], "manifest": w["template"][1]}
     w["args"] = dict((name, CASES[name].args(node)) for name in module_names())
-    w["hash"] = sim_runtime.tree_hash(w["root"])
+    w["hash"] = w["state"] = sim_runtime.tree_hash(w["root"])
 
 
 @pytest.fixture
 def node(work, monkeypatch):
-    if sim_runtime.tree_hash(work["root"]) != work["hash"]:
+    if work["state"] != work["hash"]:
         _fresh(work)
+    # unknown until this case hashes the tree after its module ran (node_after)
+    work["state"] = None
     monkeypatch.setenv("GPUFABRIC_SYSROOT", work["root"])
     monkeypatch.setenv("PATH", work["bindir"] + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"))
-    return {"root": work["root"], "manifest": work["template"][1], "args": work["args"]}
+    return {"root": work["root"], "manifest": work["template"][1], "args": work["args"], "work": work}
+
+
+def node_after(node):
+    """The node's tree hash now, which the next case starts from."""
+    node["work"]["state"] = sim_runtime.tree_hash(node["root"])
+    return node["work"]["state"]
 
 
 def _base(name, opt, spec, args, root):
@@ -308,9 +318,10 @@ def test_hostile_value_fails_before_anything_is_touched(name, path, kind, hid, n
     args = node["args"][name]
     hostile = dict(HOSTILE)[hid]
     bad, opt = _inject(name, spec, args, path, kind, hostile, node["root"])
-    before = sim_runtime.tree_hash(node["root"])
+    # the fresh copy's hash, or the previous case's "after" (the same tree: nothing ran in between)
+    before = node["work"]["hash"]
     res = run_module(module, bad, monkeypatch=monkeypatch)
-    after = sim_runtime.tree_hash(node["root"])
+    after = node_after(node)
     allowed = hid in ALLOWED.get((name, path), ())
     if allowed:
         assert not res.get("failed"), res.get("msg")
