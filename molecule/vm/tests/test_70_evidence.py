@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 import json
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -94,21 +95,24 @@ def served_stamp(host):
 
 
 @pytest.fixture(scope='module')
-def fired(host, patience):
-    """The timer enabled and active, one more run finished while we wait, at least two runs this boot, all
-    successful. Also the served evidence timestamp before that wait (``stamp_before``): the one wait for a run of
-    the timer serves both this fixture and test_served_evidence_advances_with_the_timer."""
+def fired(host, patience, evidence_start):
+    """The timer enabled and active, one more run finished since verify started (conftest's evidence_start; waited
+    for here, but the timer's interval has usually passed by now), at least two runs this boot, all successful. Also
+    the served evidence timestamp at that start (``stamp_before``), which
+    test_served_evidence_advances_with_the_timer compares with what is served after that run."""
     assert show(host, TIMER, 'UnitFileState') == 'enabled'
     assert show(host, TIMER, 'ActiveState') == 'active'
-    trigger = show(host, TIMER, 'LastTriggerUSecMonotonic')
-    stamp_before = served_stamp(host)
-    after = next_run(host, patience)
-    log('timer last triggered at %s, now %s (monotonic us)' % (trigger, show(host, TIMER, 'LastTriggerUSecMonotonic')))
+    before = evidence_start['runs']
+    waited = time.time()
+    after = wait_for(lambda: sum(runs(host).values()) > sum(before.values()) and runs(host), patience, interval=5)
+    log('evidence runs this boot: %s when verify started (%.0f s ago), now %s (waited %.0f s); timer last '
+        'triggered at %s (monotonic)' % (before, waited - evidence_start['at'], after, time.time() - waited,
+                                         show(host, TIMER, 'LastTriggerUSecMonotonic')))
     if not after or set(after) != {'done'} or after['done'] < 2:
         log('journal of %s:\n%s' % (SERVICE, journal_tail(host)))
     assert after, 'no run of %s finished within %d s' % (SERVICE, patience)
     assert set(after) == {'done'} and after['done'] >= 2, (after, journal_tail(host))
-    return dict(after, stamp_before=stamp_before)
+    return dict(after, stamp_before=evidence_start['stamp'])
 
 
 def scrape(host, lab_textfile, query=''):
@@ -137,8 +141,8 @@ def test_node_exporter_serves_the_timer_textfile(host, fired, lab_textfile):
 
 
 def test_served_evidence_advances_with_the_timer(host, fired, lab_textfile, patience):
-    """What node_exporter served before the fixture's wait for a run, against what it serves after that run; only
-    when it served nothing before (no run had finished yet) does this test wait for one more run."""
+    """What node_exporter served when verify started, against what it serves after the run the fixture waited for;
+    only when it served nothing then (no run had finished yet) does this test wait for one more run."""
     first = fired['stamp_before']
     if first is None:
         first = samples(scrape(host, lab_textfile)[1], 'gpufabric_')[STAMP]

@@ -12,7 +12,9 @@ are the node's NFS stack, NFS on the node stops working, as it would with a brok
 1. a vendor release that does not compile for the target kernel (kernel_ceiling variant): the playbook stops before
    anything is installed or rebooted, says why, records the failure; the node runs the old kernel, the target
    kernel's package is not installed, nothing exists for it under /lib/modules;
-2. a wrong sha256: refused before any build, node untouched;
+2. (a wrong sha256, refused before any build, is the controller's check alone: tests/integration/
+   test_vendor_nfs_podman.py::test_wrong_sha_refused with real podman, test_kmod_build.py in the unit tier; each
+   kernel_upgrade.yml run costs minutes under TCG, so the VM lab leaves it to them)
 3. the lab's own out-of-tree driver (dcbtest, the rails' NIC) is built for the target kernel in podman and placed
    under /lib/modules/<target>/updates, as DKMS would; the gate checks it with kernel_upgrade_other_modules;
 4. the good release: build for the target, kernel package from a flat apt repository pushed into the guest (it has
@@ -96,11 +98,6 @@ def boot_id(host):
     return host.check_output('cat /proc/sys/kernel/random/boot_id').strip()
 
 
-def controller_cache_keys():
-    cache = '/var/cache/gpufabric/vendor_nfs'
-    return sorted(d for d in os.listdir(cache) if re.match(r'^[0-9a-f]{16,}$', d)) if os.path.isdir(cache) else []
-
-
 @pytest.fixture(scope='module')
 def upgrade(host):
     """Target kernel, fixture tarballs and the guest's local apt repository for it."""
@@ -152,18 +149,6 @@ def test_build_failure_for_target_stops_before_anything(host, upgrade):
     assert host.run('test -e /lib/modules/%s' % target).rc == 1, 'something was installed for %s' % target
     assert host.run('ls /boot/vmlinuz-%s' % target).rc != 0
     assert not host.package('vastnfs-modules').is_installed
-
-
-def test_wrong_sha256_refused_before_anything_runs(host, upgrade):
-    tarball, digest = upgrade['good']
-    keys = controller_cache_keys()
-    before = boot_id(host)
-    rc, out = playbook(UPGRADE, *upgrade_args(upgrade['target'], tarball, '0' * 64), timeout=900)
-    assert rc != 0
-    assert digest in out and 'refusing to build' in out, out[-3000:]
-    assert controller_cache_keys() == keys
-    assert boot_id(host) == before
-    assert not host.package('linux-image-' + upgrade['target']).is_installed
 
 
 def test_site_driver_built_for_target(host, upgrade):
