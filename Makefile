@@ -44,16 +44,13 @@ link:
 
 # pytest's temporary trees in RAM where there is room (tests/lab/basetemp.sh), removed after the run
 unit: venv link
-	@bt=$$(tests/lab/basetemp.sh unit); echo "pytest --basetemp=$${bt:-(default)}"; \
-	  $(NOSYNC) $(BIN)/pytest -q -n $(WORKERS) --durations=15 $${bt:+--basetemp="$$bt"} tests/unit; rc=$$?; \
-	  if [ -n "$$bt" ]; then rm -rf "$$bt"; fi; exit $$rc
+	tests/lab/basetemp.sh unit $(NOSYNC) $(BIN)/pytest -q -n $(WORKERS) --durations=15 tests/unit
 
 # Tests that need root and network namespaces (the simulated fleet over SSH). A file's tests stay on one worker
 # (their fleets are module fixtures); fleets of different files share nothing but the sim's port lock.
 integration: venv link
-	@bt=$$(tests/lab/basetemp.sh integration); echo "pytest --basetemp=$${bt:-(default)}"; \
-	  $(NOSYNC) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile --durations=25 $${bt:+--basetemp="$$bt"} \
-	  tests/integration; rc=$$?; if [ -n "$$bt" ]; then rm -rf "$$bt"; fi; exit $$rc
+	tests/lab/basetemp.sh integration $(NOSYNC) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile --durations=25 \
+	  tests/integration
 
 # ansible-test's sanity requirements of the pinned ansible-core (part of the key: requirements.txt pins it), read
 # from the new virtualenv's own ansible-test (no path of this clone in the build command, so clones share the key)

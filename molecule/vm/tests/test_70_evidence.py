@@ -52,10 +52,10 @@ def runs(host):
     return counts
 
 
-def next_run(host, patience):
-    """Wait until one more run than now has finished (the service may start again at once: a run under TCG can
-    take longer than the interval); returns the counts after it."""
-    before = runs(host)
+def next_run(host, patience, before=None):
+    """Wait until one more run than ``before`` (default: now) has finished (the service may start again at once: a
+    run under TCG can take longer than the interval); returns the counts after it."""
+    before = runs(host) if before is None else before
     after = wait_for(lambda: sum(runs(host).values()) > sum(before.values()) and runs(host), patience, interval=5)
     log('evidence runs this boot: %s, then %s' % (before, after))
     return after
@@ -102,12 +102,10 @@ def fired(host, patience, evidence_start):
     test_served_evidence_advances_with_the_timer compares with what is served after that run."""
     assert show(host, TIMER, 'UnitFileState') == 'enabled'
     assert show(host, TIMER, 'ActiveState') == 'active'
-    before = evidence_start['runs']
     waited = time.time()
-    after = wait_for(lambda: sum(runs(host).values()) > sum(before.values()) and runs(host), patience, interval=5)
-    log('evidence runs this boot: %s when verify started (%.0f s ago), now %s (waited %.0f s); timer last '
-        'triggered at %s (monotonic)' % (before, waited - evidence_start['at'], after, time.time() - waited,
-                                         show(host, TIMER, 'LastTriggerUSecMonotonic')))
+    after = next_run(host, patience, before=evidence_start['runs'])
+    log('verify started %.0f s before the wait, which took %.0f s; timer last triggered at %s (monotonic)' % (
+        waited - evidence_start['at'], time.time() - waited, show(host, TIMER, 'LastTriggerUSecMonotonic')))
     if not after or set(after) != {'done'} or after['done'] < 2:
         log('journal of %s:\n%s' % (SERVICE, journal_tail(host)))
     assert after, 'no run of %s finished within %d s' % (SERVICE, patience)
