@@ -183,7 +183,7 @@ def run_playbook(fleet, prebuilt, api, boot_mode="vendor", extra=None):
     ev = {
         "gpufabric_hosts": name, "kernel_upgrade_kernel_release": TARGET, "kernel_upgrade_k8s": True,
         "kernel_upgrade_kubeconfig": kubeconfig, "kernel_upgrade_install_kernel_package": False,
-        "kernel_upgrade_recheck_roles": [], "kernel_upgrade_drain_timeout": 20, "kernel_upgrade_drain_poll": 1,
+        "kernel_upgrade_recheck_roles": [], "kernel_upgrade_drain_timeout": 300, "kernel_upgrade_drain_poll": 1,
         "vendor_nfs_client_src": prebuilt["src"], "vendor_nfs_client_sha256": prebuilt["sha256"],
         "vendor_nfs_client_version": "4.0.35-gf1", "vendor_nfs_client_cache_dir": prebuilt["cache"],
         "vendor_nfs_client_builder_create": False,
