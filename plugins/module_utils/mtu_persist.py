@@ -54,6 +54,10 @@ DROPIN = "gpufabric-mtu.conf"
 NETPLAN_FILE = "/etc/netplan/90-gpufabric-mtu.yaml"
 NETPLAN_DIRS = ("/lib/netplan", "/usr/lib/netplan", "/run/netplan", "/etc/netplan")
 NETPLAN_TYPES = ("ethernets", "bonds", "vlans", "bridges")
+# netplan's definition type of a link, from the kernel's rtnetlink IFLA_INFO_KIND (``ip -d -j link``'s info_kind;
+# a physical NIC has none). netplan refuses a definition merged under another type ("Updated definition '...'
+# changes device type"), so a rail the operator's files cannot be read for (no PyYAML on the node) is typed by this.
+NETPLAN_KIND = {None: "ethernets", "vlan": "vlans", "bond": "bonds", "bridge": "bridges"}
 HEADER = "# Managed by the gpufabric.node collection (rail_mtu): the RoCE rail MTU. Rerun the rail_network role.\n"
 NM_KEY = "802-3-ethernet.mtu"
 _NETWORK_FILE = re.compile(r"[A-Za-z0-9_.@+-]{1,200}\.network\Z")
@@ -149,7 +153,7 @@ def owner(sysroot, run, rail, link):
     """{"rail", "owner", "network_file", "netplan_id", "nm_uuid", "interfaces_file", "interfaces_mtu"} of one rail
     (``link`` from mtu.parse_links)."""
     out = {"rail": rail, "owner": "applier", "network_file": None, "netplan_id": None, "nm_uuid": None,
-           "interfaces_file": None, "interfaces_mtu": None, "kind": link.get("kind")}
+           "interfaces_file": None, "interfaces_mtu": None, "kind": link.get("kind"), "netplan_type": None}
     nd = _state_file(sysroot, link.get("ifindex"))
     path = nd.get("NETWORK_FILE") or ""
     if path and nd.get("ADMIN_STATE") != "unmanaged":
@@ -157,6 +161,7 @@ def owner(sysroot, run, rail, link):
         gen = _NETPLAN_GEN.match(name)
         if gen and path.startswith("/run/systemd/network/"):
             out.update(owner="netplan", netplan_id=gen.group(1), network_file=path)
+            out["netplan_type"] = netplan_type(_netplan_types(sysroot), rail, out)
         elif _NETWORK_FILE.match(name) and not _CONTROL.search(path):
             out.update(owner="networkd", network_file=path)
         else:
@@ -168,6 +173,7 @@ def owner(sysroot, run, rail, link):
         gen = _NETPLAN_NM.match(os.path.basename(keyfile or ""))
         if gen:
             out.update(owner="netplan", netplan_id=gen.group(1), nm_uuid=uuid)
+            out["netplan_type"] = netplan_type(_netplan_types(sysroot), rail, out)
         else:
             out.update(owner="networkmanager", nm_uuid=uuid)
         return out
@@ -211,6 +217,18 @@ def _netplan_types(sysroot):
                     for k in defs:
                         out[str(k)] = t
     return out
+
+
+def netplan_type(types, rail, o):
+    """The netplan type the collection's file must define ``o``'s netplan id under: the operator's own (``types``
+    from _netplan_types), else the link's kind. ValueError when neither tells (a kind netplan types otherwise, on
+    a node without PyYAML): refused before anything is touched."""
+    found = types.get(o["netplan_id"]) or NETPLAN_KIND.get(o.get("kind") or None)
+    if not found:
+        raise ValueError("rail %s: netplan id %r is a %s link and the node's netplan files cannot be read (no "
+                         "PyYAML) to find its definition type; the collection writes ethernets, bonds, vlans or "
+                         "bridges only" % (rail, o["netplan_id"], o.get("kind")))
+    return found
 
 
 def render_netplan(entries, mtu):
@@ -267,8 +285,7 @@ def record(sysroot, run, owners, mtu, check_mode):
     netplan = [o for o in owners if o["owner"] == "netplan"]
     if netplan or sysroot.exists(NETPLAN_FILE):
         types = _netplan_types(sysroot) if netplan else {}
-        entries = sorted(set((types.get(o["netplan_id"]) or ("bonds" if o["kind"] == "bond" else "ethernets"),
-                              o["netplan_id"]) for o in netplan))
+        entries = sorted(set((netplan_type(types, o["rail"], o), o["netplan_id"]) for o in netplan))
         f = _file(sysroot, NETPLAN_FILE, render_netplan(entries, mtu) if entries else None, 0o600, check_mode)
         files.append(f)
         if f["changed"]:

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 import json
 import os
 import re
+import sys
 
 import pytest
 
@@ -51,6 +52,8 @@ network:
       interfaces: [bond-port0, bond-port1]
       parameters: {mode: 802.3ad}
       addresses: [10.0.4.2/24]
+  vlans:
+    vlan100: {id: 100, link: rail0, addresses: [10.0.5.2/24]}
 """
 NETWORKD = ["rail0", "rail@1:p1", "bond0"]
 NM_RENDERED = ["nmrail", "nm@rail:3"]
@@ -140,6 +143,33 @@ def test_netplan_rejects_a_broken_file(tmp_path, case):
     consumers.write(root, mtu_persist.NETPLAN_FILE, mtu_persist.HEADER + json.dumps(doc) + "\n", 0o600)
     rc, out, err = generate(root)
     assert rc != 0 and error in err, (rc, out, err)
+
+
+def test_without_pyyaml_each_rail_is_typed_by_its_link_kind(tmp_path, monkeypatch):
+    """A node without PyYAML cannot read the operator's files: the type comes from the link's kind (a VLAN rail
+    written under ethernets broke ``netplan generate`` at the next boot, issue 21 item 20)."""
+    monkeypatch.setitem(sys.modules, "yaml", None)
+    root = str(tmp_path / "root")
+    consumers.write(root, "/etc/netplan/50-rails.yaml", BASE, 0o600)
+    ids = ["vlan100", "rail0", "bond0"]
+    mtu_persist.record(Sysroot(root), no_nmcli, owners(ids, {"vlan100": "vlan", "bond0": "bond"}), 9000, False)
+    rc, out, err = generate(root)
+    assert (rc, err.strip()) == (0, ""), out
+    for ident in ids:
+        assert link_mtu("%s/run/systemd/network/10-netplan-%s.network" % (root, ident)) == 9000
+
+
+@pytest.mark.parametrize("types,kind,want", [
+    ({}, None, "ethernets"), ({}, "vlan", "vlans"), ({}, "bond", "bonds"), ({}, "bridge", "bridges"),
+    ({"x": "vlans"}, None, "vlans"),            # the operator's own definition wins over the kind
+    ({}, "macvlan", None), ({"y": "bonds"}, "vxlan", None)])
+def test_netplan_type(types, kind, want):
+    o = {"netplan_id": "x", "kind": kind}
+    if want:
+        assert mtu_persist.netplan_type(types, "r0", o) == want
+    else:
+        with pytest.raises(ValueError, match="rail r0: netplan id 'x' is a %s link" % kind):
+            mtu_persist.netplan_type(types, "r0", o)
 
 
 def test_the_collection_types_a_bond_as_netplan_does(tmp_path):
