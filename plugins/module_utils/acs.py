@@ -36,6 +36,7 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.gpufabric.node.plugins.module_utils import bounded_read
 from ansible_collections.gpufabric.node.plugins.module_utils import pci
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils import topology
@@ -479,7 +480,10 @@ def render_state(doc):
 
 def read_state(sysroot):
     """The recorded document, or None when there is none. AcsError when it is unreadable."""
-    text = sysroot.read_raw(STATE_FILE)
+    try:
+        text = bounded_read.read_text(sysroot.path(STATE_FILE))
+    except (OSError, ValueError) as e:   # a link, not a regular file, over RECORD_LIMIT, not UTF-8
+        raise AcsError("cannot read %s: %s" % (STATE_FILE, e))
     if text is None:
         return None
     try:

@@ -26,6 +26,9 @@ import stat
 
 # no root-run reader takes more than this from a file others can write (issue 21: 64 MiB at most)
 MAX_LIMIT = 64 << 20
+# the collection's own records under /etc/gpufabric (acs.json, routing.json, vendor_nfs.json) are a few KiB; one
+# larger than this is not one the collection wrote
+RECORD_LIMIT = 4 << 20
 _CHUNK = 1 << 16
 _FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
           | getattr(os, "O_NOCTTY", 0))
@@ -76,3 +79,16 @@ def read_regular(path, limit, with_stat=False):
         os.close(fd)
     data = b"".join(chunks)
     return (data, st) if with_stat else data
+
+
+def read_text(path, limit=RECORD_LIMIT):
+    """The UTF-8 text of the regular file ``path`` (see :func:`read_regular`), None when it does not exist.
+    Raises :class:`BoundedReadError` or ``OSError`` when it cannot be read, ``UnicodeDecodeError`` (a
+    ``ValueError``) when it is not UTF-8."""
+    try:
+        data = read_regular(path, limit)
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            return None
+        raise
+    return data.decode("utf-8")

@@ -31,7 +31,7 @@ import json
 import re
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, os_profiles
-from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import STATE_FILE
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import STATE_FILE, read_record as _read
 
 CONCERN = "vendor_client"
 
@@ -195,14 +195,10 @@ def release_key(kver):
 
 def read_record(sysroot):
     """The held releases the last ``state=held`` recorded, [] without one; HoldError when the record is unreadable."""
-    raw = sysroot.read_raw(STATE_FILE)
-    if not raw:
-        return []
-    try:
-        doc = json.loads(raw)
-    except ValueError as e:
-        raise HoldError("%s cannot be parsed (%s); rerun the vendor_nfs_client role" % (STATE_FILE, e))
-    hold = doc.get("hold") if isinstance(doc, dict) else None
+    doc, problem = _read(sysroot)
+    if problem:
+        raise HoldError("%s; rerun the vendor_nfs_client role" % problem)
+    hold = doc.get("hold")
     kvers = hold.get("kernel_releases") if isinstance(hold, dict) else []
     if not isinstance(kvers, list) or not all(isinstance(k, str) for k in kvers):
         raise HoldError("%s: hold.kernel_releases is not a list of kernel releases" % STATE_FILE)
@@ -212,12 +208,8 @@ def read_record(sysroot):
 def record(sysroot, kvers, state, check_mode=False):
     """Keep the held releases (``state=held``) in the vendor client's record, or drop them (``unheld``); True when
     the record changed (would change, in check mode, which writes nothing). The caller holds the node lock."""
-    raw = sysroot.read_raw(STATE_FILE)
-    try:
-        doc = json.loads(raw) if raw else {"version": 1, "kernels": {}}
-    except ValueError:
-        doc = {"version": 1, "kernels": {}}
-    if not isinstance(doc, dict):
+    doc, _problem = _read(sysroot)
+    if not doc:
         doc = {"version": 1, "kernels": {}}
     want = {"kernel_releases": sorted(kvers)} if state == "held" else None
     if doc.get("hold") == want:

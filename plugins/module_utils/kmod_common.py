@@ -12,9 +12,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import hashlib
+import json
 import re
 
-from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
+from ansible_collections.gpufabric.node.plugins.module_utils import bounded_read, os_profiles
 
 
 STATE_FILE = "/etc/gpufabric/vendor_nfs.json"
@@ -96,3 +97,17 @@ def sha256_file(path):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def read_record(sysroot):
+    """``(doc, problem)``: the vendor client's record (``STATE_FILE``) as a dict, ``{}`` when there is none; when it
+    cannot be used (not a regular file, a symlink, over ``bounded_read.RECORD_LIMIT``, not UTF-8 JSON, nested beyond
+    the parser's limit, not an object) ``({}, why)``: the recording functions then write a new one."""
+    try:
+        raw = bounded_read.read_text(sysroot.path(STATE_FILE))
+        doc = json.loads(raw) if raw else {}
+    except (OSError, ValueError, RecursionError) as e:
+        return {}, "%s cannot be used (%s: %s)" % (STATE_FILE, type(e).__name__, str(e)[:200])
+    if not isinstance(doc, dict):
+        return {}, "%s is not a JSON object" % STATE_FILE
+    return doc, None

@@ -28,7 +28,7 @@ import tempfile
 import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_builder import artifact_path
-from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import STATE_FILE, KmodBuildError
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import STATE_FILE, KmodBuildError, read_record
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_compress import (
     KINDS, CodecUnavailable, Codecs, module_kind, module_name, sibling_paths, sniff, with_kind)
 from ansible_collections.gpufabric.node.plugins.module_utils.kmod_inspect import read_module
@@ -38,14 +38,13 @@ from ansible_collections.gpufabric.node.plugins.module_utils.kmod_package import
 # --------------------------------------------------------------------------- install + record
 
 def read_state(sysroot):
-    raw = sysroot.read_raw(STATE_FILE)
-    if not raw:
+    """The record to update: the one on the node, or a new one when there is none or it cannot be used
+    (kmod_common.read_record), which the next write replaces."""
+    doc, _problem = read_record(sysroot)
+    if not doc:
         return {"version": 1, "kernels": {}}
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return {"version": 1, "kernels": {}}
-    doc.setdefault("kernels", {})
+    if not isinstance(doc.get("kernels"), dict):
+        doc["kernels"] = {}
     return doc
 
 

@@ -45,14 +45,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 import stat
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, persist
 from ansible_collections.gpufabric.node.plugins.module_utils import nfs_client_caps as caps
 from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mount_options as mount_options
-from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import BUNDLE_PARAM, STATE_FILE
+from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import BUNDLE_PARAM, read_record
 from ansible_collections.gpufabric.node.plugins.module_utils.nfs_mounts import CONCERN, HEADER, MountInputError, plan
 from ansible_collections.gpufabric.node.plugins.module_utils.nvfs_parse import parse_mountinfo, parse_proc_mounts
 
@@ -111,11 +110,10 @@ def fstab_mount_points(sysroot):
 def client_state(sysroot):
     """Which NFS client carries RDMA mounts now, and whether the vendor's is installed for the running kernel."""
     kver = sysroot.read("/proc/sys/kernel/osrelease", "") or ""
-    try:
-        doc = json.loads(sysroot.read_raw(STATE_FILE) or "{}")
-    except (ValueError, RecursionError):
-        doc = {}
-    rec = (doc.get("kernels") or {}).get(kver) if isinstance(doc, dict) else None
+    doc, _problem = read_record(sysroot)
+    kernels = doc.get("kernels")
+    rec = kernels.get(kver) if isinstance(kernels, dict) else None
+    rec = rec if isinstance(rec, dict) else None
     mods = (rec or {}).get("modules") or {}
     loaded = sysroot.isdir("/sys/module/rpcrdma")
     live = sysroot.read("/sys/module/rpcrdma/srcversion") if loaded else None

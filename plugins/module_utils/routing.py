@@ -33,6 +33,8 @@ try:
 except ImportError:  # pragma: no cover - Python 3 always has it
     ipaddress = None
 
+from ansible_collections.gpufabric.node.plugins.module_utils import bounded_read
+
 STATE_FILE = "/etc/gpufabric/routing.json"
 STATE_VERSION = 1
 DEFAULT_TABLE_BASE = 100
@@ -298,7 +300,10 @@ def render_state(tables, table_base, priority):
 
 def load_state(sysroot, path=STATE_FILE):
     """Parsed state file or None when absent; RoutingError when unreadable or of another version."""
-    raw = sysroot.read_raw(path, None)
+    try:
+        raw = bounded_read.read_text(sysroot.path(path))
+    except (OSError, ValueError) as e:   # a link, not a regular file, over RECORD_LIMIT, not UTF-8
+        raise RoutingError("cannot read %s: %s: remove it or rerun rail_sysctl with routing" % (path, e))
     if raw is None:
         return None
     try:
