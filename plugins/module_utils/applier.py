@@ -157,87 +157,61 @@ def _rails_by_ibdev(sysroot):
 
 # --- concerns --------------------------------------------------------------------------------------
 
-def _apply_dcb(ctx, section, only_rails):
-    """Each recorded group of rails (state.json keeps a failed rail on its earlier settings) with its settings."""
-    groups = [([r for r in rails if only_rails is None or r in only_rails], desired)
-              for rails, desired in state.dcb_groups(section)]
-    groups = [(rails, desired) for rails, desired in groups if rails]
+def _apply_rail_groups(ctx, concern, section, only_rails, settings_of, apply_one, errors):
+    """Each recorded group of rails of ``concern`` (state.json keeps a rail whose apply failed, or that a run did not
+    name, on its earlier settings) with its settings: ``settings_of(group)`` gives them, ``apply_one(rails,
+    settings)`` applies them (a result dict with "changed" and "results"; ``errors`` are the exceptions it may
+    raise). A rail that does not appear is an error of its own; the other rails are still applied."""
+    groups = [([r for r in g["rails"] if only_rails is None or r in only_rails], settings_of(g))
+              for g in state.groups_of(section)]
+    groups = [(rails, settings) for rails, settings in groups if rails]
     if not groups:
-        ctx.skip("dcb", "no recorded rail belongs to this device")
+        ctx.skip(concern, "no recorded rail belongs to this device")
         return
-    everyone = [r for rails, _d in groups for r in rails]
+    everyone = [r for rails, _s in groups for r in rails]
     missing = ctx.wait(lambda: [r for r in everyone if not _netdev_present(ctx.sysroot, r)])
     for r in missing:
-        ctx.error("dcb", "rail %s did not appear (no /sys/class/net/%s)" % (r, r))
+        ctx.error(concern, "rail %s did not appear (no /sys/class/net/%s)" % (r, r))
     done = {"changed": False, "rails": [], "results": []}
-    for rails, desired in groups:
+    for rails, settings in groups:
         present = [r for r in rails if r not in missing]
         if not present:
             continue
         try:
-            res = dcb.apply_dcb(ctx.run, present, desired, ctx.check_mode, sysroot=ctx.sysroot)
-        except (dcb.DcbValidationError, dcb.DcbError, OSError, IOError) as e:
-            ctx.error("dcb", "rail(s) %s: %s" % (", ".join(present), e))
+            res = apply_one(present, settings)
+        except errors as e:
+            ctx.error(concern, "rail(s) %s: %s" % (", ".join(present), e))
             continue
         done["changed"] = done["changed"] or res["changed"]
         done["rails"].extend(present)
         done["results"].extend(res["results"])
-        ctx.log_results("dcb", res["results"])
+        ctx.log_results(concern, res["results"])
     if done["rails"]:
-        ctx.concerns["dcb"] = done
+        ctx.concerns[concern] = done
+
+
+def _apply_dcb(ctx, section, only_rails):
+    """DCB of each recorded group of rails, with dcb.apply_dcb (the dcb_qos module's code)."""
+    _apply_rail_groups(ctx, "dcb", section, only_rails, state.dcb_desired,
+                       lambda rails, desired: dcb.apply_dcb(ctx.run, rails, desired, ctx.check_mode,
+                                                            sysroot=ctx.sysroot),
+                       (dcb.DcbValidationError, dcb.DcbError, OSError, IOError))
 
 
 def _apply_mtu(ctx, section, only_rails):
     """Each recorded group of rails with its MTU (mtu.apply, the rail_mtu module's code); the rails nobody else
     keeps the MTU of. A driver reload recreates the netdev at its default MTU, so a device run sets its rails."""
-    groups = [([r for r in g["rails"] if only_rails is None or r in only_rails], g["mtu"])
-              for g in state.groups_of(section)]
-    groups = [(rails, value) for rails, value in groups if rails]
-    if not groups:
-        ctx.skip("mtu", "no recorded rail belongs to this device")
-        return
-    everyone = [r for rails, _v in groups for r in rails]
-    missing = ctx.wait(lambda: [r for r in everyone if not _netdev_present(ctx.sysroot, r)])
-    for r in missing:
-        ctx.error("mtu", "rail %s did not appear (no /sys/class/net/%s)" % (r, r))
-    done = {"changed": False, "rails": [], "results": []}
-    for rails, value in groups:
-        present = [r for r in rails if r not in missing]
-        if not present:
-            continue
-        try:
-            res = mtu.apply(ctx.run, present, value, ctx.check_mode)
-        except (ValueError, mtu.MtuError) as e:
-            ctx.error("mtu", "rail(s) %s: %s" % (", ".join(present), e))
-            continue
-        done["changed"] = done["changed"] or res["changed"]
-        done["rails"].extend(present)
-        done["results"].extend(res["results"])
-        ctx.log_results("mtu", res["results"])
-    if done["rails"]:
-        ctx.concerns["mtu"] = done
+    _apply_rail_groups(ctx, "mtu", section, only_rails, lambda g: g["mtu"],
+                       lambda rails, value: mtu.apply(ctx.run, rails, value, ctx.check_mode),
+                       (ValueError, mtu.MtuError))
 
 
 def _apply_ecn(ctx, section, only_rails):
-    """ECN/DCQCN of the recorded rails (lost at reboot and driver reload), with ecn.apply_ecn."""
-    rails = [r for r in section["rails"] if only_rails is None or r in only_rails]
-    if not rails:
-        ctx.skip("ecn", "no recorded rail belongs to this device")
-        return
-    missing = ctx.wait(lambda: [r for r in rails if not _netdev_present(ctx.sysroot, r)])
-    for r in missing:
-        ctx.error("ecn", "rail %s did not appear (no /sys/class/net/%s)" % (r, r))
-    present = [r for r in rails if r not in missing]
-    if not present:
-        return
-    desired = dict((k, v) for k, v in section.items() if k != "rails")
-    try:
-        res = ecn.apply_ecn(ctx.sysroot, present, desired, ctx.check_mode)
-    except (ValueError, OSError, IOError) as e:
-        ctx.error("ecn", "rail(s) %s: %s" % (", ".join(present), e))
-        return
-    ctx.log_results("ecn", res["results"])
-    ctx.concerns["ecn"] = {"changed": res["changed"], "rails": present, "results": res["results"]}
+    """ECN/DCQCN of each recorded group of rails (lost at reboot and driver reload), with ecn.apply_ecn."""
+    _apply_rail_groups(ctx, "ecn", section, only_rails,
+                       lambda g: dict((k, v) for k, v in g.items() if k != "rails"),
+                       lambda rails, desired: ecn.apply_ecn(ctx.sysroot, rails, desired, ctx.check_mode),
+                       (ValueError, OSError, IOError))
 
 
 def _tos_pairs(ctx, section, only_device, by_dev, by_rail):

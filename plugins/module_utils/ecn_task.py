@@ -78,7 +78,7 @@ def run(module, sysroot=None):
         if not res["errors"] and any(r["source"] for r in res["rails"]):
             try:
                 st_before, st_after, st_item = state_store.record_with_drift(sysroot, "ecn", section,
-                                                                             module.check_mode)
+                                                                             module.check_mode, merge=True)
             except (ValueError, OSError, IOError) as e:
                 msg = "recording the ECN settings for the boot-time applier failed: %s" % e
                 module.fail_json(msg=msg, concerns={"ecn": concerns.error("ecn", msg)}, **out)

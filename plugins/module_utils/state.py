@@ -332,15 +332,20 @@ def _validate_mtu(data):
     return _grouped("mtu", data, _validate_mtu_group)
 
 
-def _validate_ecn(data):
+def _validate_ecn_group(data, what):
     """The roce_ecn options (ecn.normalize_desired) with the rails."""
-    _only_keys(data, "ecn", ("rails",) + ecn.DESIRED_KEYS[1:])
-    rails = _names(data.get("rails"), "ecn.rails", _ifname)
+    _only_keys(data, what, ("rails",) + ecn.DESIRED_KEYS[1:])
+    rails = _names(data.get("rails"), "%s.rails" % what, _ifname)
     try:
         want = ecn.normalize_desired(dict((k, v) for k, v in data.items() if k != "rails"))
     except ValueError as e:
-        raise ValueError("ecn: %s" % e)
+        raise ValueError("%s: %s" % (what, e))
     return dict(want, rails=rails)
+
+
+def _validate_ecn(data):
+    """One group per set of ECN settings: a run on some rails keeps the others' record (merge)."""
+    return _grouped("ecn", data, _validate_ecn_group)
 
 
 _VALIDATORS = {

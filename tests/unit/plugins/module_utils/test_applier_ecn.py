@@ -73,3 +73,32 @@ def test_bad_recorded_ecn_is_refused_by_the_store():
             assert needle in str(e), e
         else:
             raise AssertionError("accepted %r" % (bad,))
+
+
+def _set(root, rail, prio, value):
+    with open(os.path.join(root, "sys/class/net", rail, "ecn/roce_np/enable", str(prio)), "w") as f:
+        f.write(value + "\n")
+
+
+def test_a_run_on_some_rails_keeps_the_others_record_and_boot_restores_both(tmp_path):
+    """Issue 21 (ECN's boot record per rail, as item 9 for DCB): a roce_ecn run on 2 of the 8 rails at priority 4
+    used to replace the record with those 2, so after a reboot the other 6 came up without ECN. The record is
+    merged per rail: 2 rails at priority 4, 6 at priority 3, each group re-applied at boot."""
+    root = str(tmp_path / "root")
+    manifest = sim_tree.build_tree(root, "hgx-h200")
+    sr = Sysroot(root)
+    rails = [r["netdev"] for r in manifest["rails"]]
+    base = {"priority": 3, "cnp_dscp": 48, "cnp_priority": 6}
+    state.record(sr, "ecn", dict(base, rails=rails), False, merge=True)
+    state.record(sr, "ecn", dict(base, priority=4, rails=rails[:2]), False, merge=True)
+    got = state.load(sr)["ecn"]
+    assert got == {"groups": [dict(base, priority=4, rails=rails[:2]), dict(base, rails=rails[2:])]}, got
+    for r in rails:                      # the reboot: ECN is lost
+        _set(root, r, 3, "0")
+        _set(root, r, 4, "0")
+    rc, summary, lines = _apply(sr)
+    assert rc == 0, lines
+    assert [(_np(root, r, 4), _np(root, r, 3)) for r in rails] == [("1", "0")] * 2 + [("0", "1")] * 6
+    assert sorted(summary["concerns"]["ecn"]["rails"]) == sorted(rails)
+    rc, summary, lines = _apply(sr)
+    assert rc == 0 and lines == [] and summary["changed"] is False

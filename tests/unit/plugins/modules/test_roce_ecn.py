@@ -180,3 +180,15 @@ def test_a_failed_rail_fails_the_module_naming_it(tmp_path, monkeypatch):
     assert res["failed"] and "ens3np0" in res["msg"]
     assert res["concerns"]["ecn"]["status"] == "error"
     assert _read(root, "sys/class/net/ens1np0/ecn/roce_np/enable/3") == "1"
+
+
+def test_a_run_on_two_rails_keeps_the_other_rails_boot_record(tmp_path, monkeypatch):
+    """Before, the record was replaced by the run's rails: the other rails lost ECN at the next boot."""
+    root, rails, _m = _node(tmp_path, monkeypatch, "hgx-h200")
+    assert not run_module(roce_ecn, {"rails": rails}, monkeypatch=monkeypatch).get("failed")
+    two = run_module(roce_ecn, {"rails": rails[:2], "priority": 4}, monkeypatch=monkeypatch)
+    assert not two.get("failed") and two["changed"] is True, two
+    with open(os.path.join(root, "etc/gpufabric/state.json")) as f:
+        groups = json.load(f)["ecn"]["groups"]
+    base = {"cnp_dscp": 48, "cnp_priority": 6}
+    assert groups == [dict(base, priority=4, rails=rails[:2]), dict(base, priority=3, rails=rails[2:])], groups
