@@ -32,6 +32,8 @@ import os
 import re
 import stat
 
+from ansible_collections.gpufabric.node.plugins.module_utils import bounded_read
+
 MARK = "NCCL INFO "
 # NCCL formats every debug line into a 1024-byte buffer (src/debug.cc ncclDebugLog): the real log's "Trees" line
 # (tests/fixtures/nccl/nccl-1rank-h200.log) is cut at 1023 characters. A longer line is not NCCL's and is skipped.
@@ -72,9 +74,8 @@ def read(path, max_bytes=MAX_LOG):
     """``(data, truncated)``: at most ``max_bytes`` of the log at ``path``. The log is written by the user's job
     and read by root: opened without following a symlink and without blocking on a FIFO, and only a regular file is
     read."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        fd = bounded_read.open_walked(path)   # no link followed where others could have put it, no FIFO blocking
     except OSError as e:
         raise LogError("cannot open %s: %s%s" % (path, e.strerror or e,
                                                  " (a symlink is not followed)" if os.path.islink(path) else ""))

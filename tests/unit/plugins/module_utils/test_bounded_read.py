@@ -102,3 +102,59 @@ def test_a_file_that_grows_while_read_is_cut_at_the_limit(tmp_path, monkeypatch)
 def test_limit_is_bounded(tmp_path, limit):
     with pytest.raises(ValueError):
         B.read_regular(_regular(str(tmp_path)), limit)
+
+
+def _tree(tmp_path, mode, owner=None):
+    """tmp/d (``mode``, ``owner``) holding ``via`` -> tmp/real, and tmp/real/f.prom."""
+    real = tmp_path / "real"
+    real.mkdir()
+    _regular(str(real))
+    d = tmp_path / "d"
+    d.mkdir()
+    os.symlink(str(real), str(d / "via"))
+    os.chmod(str(d), mode)
+    if owner is not None:
+        if os.geteuid() != 0:
+            pytest.skip("chown needs root")
+        os.chown(str(d), owner, -1)
+    os.chmod(str(tmp_path), 0o755)
+    return str(d / "via" / "f.prom")
+
+
+@pytest.mark.parametrize("mode,owner,followed", [
+    (0o755, None, True),            # a root-owned directory only root writes: /var/run -> /run
+    (0o1777, None, False),          # sticky and world-writable, as /tmp
+    (0o775, None, False),           # group-writable
+    (0o755, 1000, False),           # a user's own directory
+], ids=["root-only", "tmp-like", "group-writable", "user-owned"])
+def test_a_link_on_the_way_is_followed_only_in_a_directory_no_one_else_writes(tmp_path, mode, owner, followed):
+    path = _tree(tmp_path, mode, owner)
+    if followed:
+        assert B.read_regular(path, LIMIT) == b"a 1\n"
+    else:
+        with pytest.raises(B.BoundedReadError) as e:
+            B.read_regular(path, LIMIT)
+        assert e.value.errno == errno.ELOOP
+        assert "via is a symbolic link in a directory others can write: not followed" in str(e.value)
+
+
+def test_a_link_loop_stops_at_the_kernels_limit(tmp_path):
+    os.symlink(str(tmp_path / "b"), str(tmp_path / "a"))
+    os.symlink(str(tmp_path / "a"), str(tmp_path / "b"))
+    os.chmod(str(tmp_path), 0o755)
+    with pytest.raises(B.BoundedReadError, match="more than 40 symbolic links"):
+        B.read_regular(str(tmp_path / "a" / "f"), LIMIT)
+
+
+@pytest.mark.parametrize("rel,code", [("missing/f.prom", errno.ENOENT), ("f.prom/x", errno.ENOTDIR),
+                                      ("sub/../f.prom", None), ("./sub/./../f.prom", None)])
+def test_plain_errors_and_dot_components(tmp_path, rel, code):
+    _regular(str(tmp_path))
+    (tmp_path / "sub").mkdir()
+    path = str(tmp_path) + "/" + rel
+    if code is None:
+        assert B.read_regular(path, LIMIT) == b"a 1\n"
+        return
+    with pytest.raises(OSError) as e:
+        B.read_regular(path, LIMIT)
+    assert e.value.errno == code and e.value.filename == path

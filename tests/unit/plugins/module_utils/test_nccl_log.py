@@ -179,6 +179,13 @@ def test_read_is_bounded_regular_file_only_and_never_follows_a_link(tmp_path):
         nccl_log.read(str(tmp_path))
     with pytest.raises(nccl_log.LogError, match="cannot open"):
         nccl_log.read(str(tmp_path / "missing"))
+    # a job's directory the user swapped for a link to a root-only place: the link is not followed
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "run1").symlink_to(tmp_path)
+    os.chmod(str(jobs), 0o1777)
+    with pytest.raises(nccl_log.LogError, match="run1 is a symbolic link in a directory others can write"):
+        nccl_log.read(str(jobs / "run1" / "nccl.log"))
 
 
 def test_parse_bounds_text_it_is_given():
