@@ -9,8 +9,11 @@ Two clients are modelled, each with its own option set (``OPTION_SETS``):
   fs/nfs/fs_context.c refuses more); it knows no multipath option.
 - ``vendor``, the vendor's NFS over RDMA bundle (``vendor_nfs_build``): its documentation adds ``remoteports``
   (``~``-separated addresses, ``A-B`` ranges, or ``dns``: every address the server name resolves to) and
-  ``localports``, and its examples use ``nconnect=32`` (its bound, 64, is taken from the vendor's documentation: not
-  verified against its source, marked ``verified: False`` below).
+  ``localports``. ``nconnect`` is 1..64: the bundle's own ``NFS_MAX_CONNECTIONS`` is 64 (``bundle/fs/nfs/
+  internal.h`` and ``bundle/fs/nfs/fs_context.c``, whose ``Opt_nconnect`` case refuses a value outside
+  ``1..NFS_MAX_CONNECTIONS``; read in the vastnfs source tree of release 4.0.33, and the same 64 in its 3.9.30
+  trees for EL7, SLES 12 and EL 7.6). Its ``docs/src/usage/mount-params.md`` recommends 4 for RDMA mounts and 8 for
+  TCP and shows ``remoteports=dns``.
 
 Whether a given ``nconnect`` takes effect over RDMA depends on the kernel release (``CAPABILITIES``):
 
@@ -23,7 +26,8 @@ Whether a given ``nconnect`` takes effect over RDMA depends on the kernel releas
   (53c326307156 "NFS: Allow multiple connections to a NFSv2 or NFSv3 server").
 - The vendor's bundle carries its own client and transport: ``nconnect`` over RDMA is its main use (its examples).
 
-A distribution kernel may carry the change before 6.9 (EL backports keep the 5.14 release): a mount that shows the
+A kernel may carry the change before 6.9 (EL backports keep the 5.14 release; 6.6-stable took upstream commit
+b326df4a8ec6 in its review series of 2025-11-21): a mount that shows the
 ``nconnect`` it was given is taken as effective whatever the release, so the table only decides what a mount that
 does not show it means.
 
@@ -44,8 +48,10 @@ OPTION_SETS = {
     IN_TREE: {"nconnect_max": 16, "options": frozenset(),
               "source": "NFS_MAX_CONNECTIONS (fs/nfs/internal.h), checked by fs/nfs/fs_context.c", "verified": True},
     VENDOR: {"nconnect_max": 64, "options": frozenset(("remoteports", "localports")),
-             "source": "the vendor client's documentation (remoteports=dns, its examples with nconnect=32)",
-             "verified": False},
+             "source": "NFS_MAX_CONNECTIONS 64 (vastnfs 4.0.33 bundle/fs/nfs/internal.h, checked by "
+                       "bundle/fs/nfs/fs_context.c Opt_nconnect); remoteports/localports: its fs_context.c "
+                       "fsparam table and docs/src/usage/mount-params.md",
+             "verified": True},
 }
 
 # kernel behaviour by release: (name, first release, source, what was verified)
@@ -56,8 +62,11 @@ CAPABILITIES = {
                   "nfs_show_mount_options (nconnect= shown only when cl_nconnect > 0); 6.9: 'NFS: enable nconnect "
                   "for RDMA'",
         "verified": "the TCP-only test in nfs4_set_client and the cl_nconnect > 0 print read in the kernel source; "
-                    "the patch adding XPRT_TRANSPORT_RDMA read on linux-nfs (2024-02-28); the 6.9 release is from "
-                    "the issue and the posting date, not read from a tagged tree",
+                    "the patch adding XPRT_TRANSPORT_RDMA read on linux-nfs (2024-02-28), upstream commit "
+                    "b326df4a8ec6; the 6.9 release is from the posting date, not read from a tagged tree. Backported: "
+                    "the 6.6-stable review series of 2025-11-21 carries it (patch 431/529, 'NFS: enable nconnect for "
+                    "RDMA', a Stable-dep-of 8ab523ce78d4), so a recent 6.6.y shows nconnect over RDMA and is taken "
+                    "as effective by the shown-wins rule",
     },
     "nconnect_nfs3": {
         "since": (5, 3),
