@@ -104,7 +104,9 @@ def selector_matches(selector, labels):
 
 def blocking_budgets(pdbs, pod):
     """The budgets that select the pod: [{name (namespace/name), disruptionsAllowed, currentHealthy,
-    desiredHealthy}], sorted by name."""
+    desiredHealthy, processing}], sorted by name. ``processing``: "observedGeneration O of generation G" while the
+    disruption controller has not observed the budget's spec (the API refuses every eviction it guards then), else
+    None."""
     if not isinstance(pdbs, list):
         raise DrainError("the PodDisruptionBudgets are not a list: %r" % (pdbs,))
     ns = _pod_name(pod).split("/", 1)[0]
@@ -115,8 +117,11 @@ def blocking_budgets(pdbs, pod):
         if meta.get("namespace") != ns or not selector_matches((pdb.get("spec") or {}).get("selector"), labels):
             continue
         st = pdb.get("status") or {}
+        gen, seen = meta.get("generation"), st.get("observedGeneration")
+        lag = isinstance(gen, int) and isinstance(seen, int) and seen < gen
         out.append({"name": "%s/%s" % (ns, meta.get("name")), "disruptionsAllowed": st.get("disruptionsAllowed"),
-                    "currentHealthy": st.get("currentHealthy"), "desiredHealthy": st.get("desiredHealthy")})
+                    "currentHealthy": st.get("currentHealthy"), "desiredHealthy": st.get("desiredHealthy"),
+                    "processing": "observedGeneration %d of generation %d" % (seen, gen) if lag else None})
     return sorted(out, key=lambda b: b["name"])
 
 
@@ -125,6 +130,8 @@ def describe_blockers(pdbs, pod):
     budgets = blocking_budgets(pdbs, pod)
     if not budgets:
         return "no PodDisruptionBudget selects pod %s any more" % _pod_name(pod)
-    parts = ["PodDisruptionBudget %s (disruptionsAllowed %s: it needs %s healthy pods and has %s)"
-             % (b["name"], b["disruptionsAllowed"], b["desiredHealthy"], b["currentHealthy"]) for b in budgets]
+    parts = ["PodDisruptionBudget %s (disruptionsAllowed %s: it needs %s healthy pods and has %s%s)"
+             % (b["name"], b["disruptionsAllowed"], b["desiredHealthy"], b["currentHealthy"],
+                "; its new spec is still being processed by the server, %s" % b["processing"] if b["processing"]
+                else "") for b in budgets]
     return "%s protects pod %s" % ("; ".join(parts), _pod_name(pod))

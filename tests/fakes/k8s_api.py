@@ -164,6 +164,9 @@ class FakeK8s(PodsMixin):
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                retry = ((doc.get("details") or {}) if isinstance(doc, dict) else {}).get("retryAfterSeconds")
+                if retry:   # the apiserver writes a Status's retryAfterSeconds as the Retry-After header too
+                    self.send_header("Retry-After", str(retry))
                 self.end_headers()
                 self.wfile.write(data)
 

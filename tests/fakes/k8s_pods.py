@@ -21,6 +21,11 @@ of a budget, and graceful deletion:
   desiredHealthy``, never below 0 (0 without pods). ``set_disruptions_allowed`` holds it explicitly instead (each
   eviction it allows takes one off); ``release_pdb_after`` sets it after a number of refused evictions (the
   workload got a replacement ready elsewhere, the way a budget frees up during a real drain).
+* A budget whose spec changed (``update_pdb``: ``metadata.generation`` + 1) keeps the status the controller last
+  computed, with the old ``observedGeneration``, until ``observe_after`` seconds of ``clock`` have passed. Meanwhile
+  an eviction it guards answers 429 "Cannot evict pod as it would violate the pod's disruption budget." with the
+  cause "The disruption budget <name> is still being processed by the server." and ``retryAfterSeconds`` 10 (the
+  ``Retry-After`` header), as ``checkAndDecrement``/``createTooManyRequestsError`` do, whatever it would allow.
 * Deletion (eviction or DELETE) is graceful: ``metadata.deletionTimestamp`` (when the grace period ends) and
   ``deletionGracePeriodSeconds`` are set, from the request's ``deleteOptions.gracePeriodSeconds``, else the pod's
   ``spec.terminationGracePeriodSeconds`` (default 30). The pod stays listed while it terminates and is gone once
@@ -95,6 +100,7 @@ class PodsMixin(object):
         self.pdb_allowed = {}  # (ns, name) -> explicit disruptionsAllowed, or absent: computed
         self.pdb_release = {}  # (ns, name) -> (refusals, allowed)
         self.pdb_refusals = {}
+        self.pdb_stale = {}  # (ns, name) -> (clock() at which the controller observes the new spec, status before)
         self.terminating = {}  # (ns, name) -> clock() at which the pod is gone
         self.grace_scale = grace_scale
         self.clock = clock
@@ -113,6 +119,22 @@ class PodsMixin(object):
     def add_pdb(self, ns, name, **kw):
         with self.lock:
             return self._put_pdb(ns, name, **kw)
+
+    def update_pdb(self, ns, name, observe_after=0.0, **spec):
+        """Change the budget's spec (``min_available``, ``max_unavailable``, ``match_labels`` or ``selector``, as for
+        add_pdb): its generation goes up and its status stays the old one for ``observe_after`` seconds."""
+        with self.lock:
+            key = (ns, name)
+            old = self.pdbs[key]
+            before = self._pdb_status(key)
+            if "match_labels" not in spec and "selector" not in spec:
+                spec["selector"] = old["spec"]["selector"]
+            generation = old["metadata"]["generation"] + 1
+            self._put_pdb(ns, name, **spec)
+            self.pdbs[key]["metadata"]["generation"] = generation
+            if observe_after > 0:
+                self.pdb_stale[key] = (self.clock() + observe_after, before)
+            return self._pdb_view(key)
 
     def set_disruptions_allowed(self, ns, name, allowed):
         """Hold the budget's disruptionsAllowed at ``allowed`` (None: computed again from its pods)."""
@@ -187,6 +209,11 @@ class PodsMixin(object):
 
     def _pdb_status(self, key):
         pdb = self.pdbs[key]
+        stale = self.pdb_stale.get(key)
+        if stale and self.clock() < stale[0]:
+            return copy.deepcopy(stale[1])
+        self.pdb_stale.pop(key, None)
+        generation = pdb["metadata"]["generation"]
         pods = [p for (pns, _n), p in sorted(self.pods.items())
                 if pns == key[0] and selector_matches(pdb["spec"]["selector"], p["metadata"].get("labels") or {})]
         expected = len(pods)
@@ -198,11 +225,12 @@ class PodsMixin(object):
         allowed = max(0, healthy - desired) if expected > 0 else 0
         if key in self.pdb_allowed:
             allowed = self.pdb_allowed[key]
-        return {"observedGeneration": 1, "expectedPods": expected, "currentHealthy": healthy,
+        return {"observedGeneration": generation, "expectedPods": expected, "currentHealthy": healthy,
                 "desiredHealthy": desired, "disruptionsAllowed": allowed,
                 "conditions": [{"type": "DisruptionAllowed", "status": "True" if allowed > 0 else "False",
                                 "reason": "SufficientPods" if allowed > 0 else "InsufficientPods", "message": "",
-                                "observedGeneration": 1, "lastTransitionTime": pdb["metadata"]["creationTimestamp"]}]}
+                                "observedGeneration": generation,
+                                "lastTransitionTime": pdb["metadata"]["creationTimestamp"]}]}
 
     def _pdb_view(self, key):
         if key not in self.pdbs:
@@ -264,6 +292,8 @@ class PodsMixin(object):
             st = self._pdb_status(bkey)
             if not pod_ready(pod) and st["currentHealthy"] >= st["desiredHealthy"] > 0:
                 return self._evicted(key, options)
+            if st["observedGeneration"] < self.pdbs[bkey]["metadata"]["generation"]:
+                return self._refuse(bkey, st, processing=True)
             if st["disruptionsAllowed"] <= 0:
                 return self._refuse(bkey, st)
             if bkey in self.pdb_allowed:
@@ -276,17 +306,23 @@ class PodsMixin(object):
             return code, doc
         return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
-    def _refuse(self, bkey, st):
-        self.pdb_refusals[bkey] = self.pdb_refusals.get(bkey, 0) + 1
-        release = self.pdb_release.get(bkey)
-        if release and self.pdb_refusals[bkey] >= release[0]:
-            self.pdb_allowed[bkey] = release[1]
-            del self.pdb_release[bkey]
-        cause = "The disruption budget %s needs %d healthy pods and has %d currently" % (
-            bkey[1], st["desiredHealthy"], st["currentHealthy"])
+    def _refuse(self, bkey, st, processing=False):
+        details = {}
+        if processing:
+            # createTooManyRequestsError: the controller has not observed the budget's spec yet
+            cause = "The disruption budget %s is still being processed by the server." % bkey[1]
+            details["retryAfterSeconds"] = 10
+        else:
+            self.pdb_refusals[bkey] = self.pdb_refusals.get(bkey, 0) + 1
+            release = self.pdb_release.get(bkey)
+            if release and self.pdb_refusals[bkey] >= release[0]:
+                self.pdb_allowed[bkey] = release[1]
+                del self.pdb_release[bkey]
+            cause = "The disruption budget %s needs %d healthy pods and has %d currently" % (
+                bkey[1], st["desiredHealthy"], st["currentHealthy"])
+        details["causes"] = [{"reason": "DisruptionBudget", "message": cause}]
         return 429, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                     "message": TOO_MANY_REQUESTS, "reason": "TooManyRequests",
-                     "details": {"causes": [{"reason": "DisruptionBudget", "message": cause}]}, "code": 429}
+                     "message": TOO_MANY_REQUESTS, "reason": "TooManyRequests", "details": details, "code": 429}
 
     # ------------------------------------------------------------------ routes
     def _pod_route(self, method, ns, rest, body):

@@ -204,3 +204,34 @@ def test_a_drain_leaves_daemonset_and_mirror_pods_alone():
         assert drain.filter_pods(pods, False, False, True)[2]
     finally:
         api.stop()
+
+
+def test_a_budget_the_controller_has_not_observed_refuses_until_it_has():
+    """eviction.go checkAndDecrement: status.observedGeneration < metadata.generation answers 429 with the cause
+    "... is still being processed by the server." and Retry-After 10 (createTooManyRequestsError), even where the
+    new spec would allow the eviction; once the controller has observed the spec, the eviction goes through."""
+    clock = Clock()
+    api = web_api(clock=clock, min_available=2).start()
+    try:
+        pdb = api.update_pdb("default", "web-pdb", observe_after=30, max_unavailable=1)
+        assert pdb["metadata"]["generation"] == 2 and pdb["status"]["observedGeneration"] == 1
+        assert pdb["status"]["disruptionsAllowed"] == 0       # the status the controller computed for min_available 2
+        cfg = kubernetes.client.Configuration()
+        cfg.host = api.url
+        core = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(cfg))
+        body = kubernetes.client.V1Eviction(metadata=kubernetes.client.V1ObjectMeta(name="web-0", namespace="default"))
+        with pytest.raises(ApiException) as exc:
+            core.create_namespaced_pod_eviction("web-0", "default", body)
+        status = json.loads(exc.value.body)
+        assert (exc.value.status, status["message"], exc.value.headers["Retry-After"]) == (429, REFUSAL, "10")
+        assert status["details"] == {"retryAfterSeconds": 10, "causes": [
+            {"reason": "DisruptionBudget", "message": "The disruption budget web-pdb is still being processed by the "
+                                                      "server."}]}
+        clock.now += 29
+        assert evict(api, "default", "web-0")[0] == 429
+        clock.now += 1
+        st = api.pdb("default", "web-pdb")["status"]
+        assert (st["observedGeneration"], st["disruptionsAllowed"]) == (2, 1)
+        assert evict(api, "default", "web-0")[0] == 201
+    finally:
+        api.stop()

@@ -86,3 +86,10 @@ def test_describe_blockers_names_the_budget_of_the_pod():
     assert kd.describe_blockers(pdbs[1:], web) == "no PodDisruptionBudget selects pod default/web-0 any more"
     with pytest.raises(kd.DrainError):
         kd.blocking_budgets("pdbs", web)
+    # a budget whose spec the disruption controller has not observed yet: the API refuses on that alone
+    lagging = pdb("web-pdb", {"matchLabels": {"app": "web"}}, allowed=1, current=3)
+    lagging["metadata"]["generation"] = 3
+    lagging["status"]["observedGeneration"] = 2
+    assert kd.describe_blockers([lagging], web) == (
+        "PodDisruptionBudget default/web-pdb (disruptionsAllowed 1: it needs 2 healthy pods and has 3; its new spec "
+        "is still being processed by the server, observedGeneration 2 of generation 3) protects pod default/web-0")
