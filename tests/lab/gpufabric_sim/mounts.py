@@ -48,7 +48,7 @@ def managed(path):
 
 def unit_where(unit):
     """The mount point systemd derives from a mount unit's name (``mnt-nfs\\x2drdma.mount`` -> ``/mnt/nfs-rdma``)."""
-    from gpufabric_sim.services import unit_unescape
+    from gpufabric_sim.units import unit_unescape
     name = unit[:-len(".mount")]
     return "/" if name == "-" else "/" + unit_unescape(name)
 

@@ -66,7 +66,7 @@ WRAPPERS = {
     "grub2-mkconfig": ("gpufabric_sim.emulators.grub", "main", True),
     "grubby": ("gpufabric_sim.emulators.grub", "main", True),
     "systemctl": ("gpufabric_sim.services", "systemctl_main", True),
-    "udevadm": ("gpufabric_sim.services", "udevadm_main", True),
+    "udevadm": ("gpufabric_sim.udev", "udevadm_main", True),
     "ib_write_bw": ("gpufabric_sim.emulators.perftest", "main", True),
     "bootctl": ("gpufabric_sim.emulators.bootctl", "main", False),
     "ibv_devinfo": ("gpufabric_sim.emulators.ibv_devinfo", "main", False),
@@ -1051,16 +1051,16 @@ def destroy(fleet):
 
 def udev_add(node, ibdev):
     """Emulate the udev 'add' event of an RDMA device: run the node's matching RUN commands inside it."""
-    from gpufabric_sim import services
+    from gpufabric_sim import udev
     results = []
-    for argv in services.udev_commands(node["root"], services.infiniband_event(node["root"], ibdev, "add")):
+    for argv in udev.udev_commands(node["root"], udev.infiniband_event(node["root"], ibdev, "add")):
         p = node_exec(node, argv, capture=True)
         results.append({"argv": argv, "rc": p.returncode, "stderr": p.stderr[-2000:]})
     return results
 
 
 def reboot(fleet, name):
-    from gpufabric_sim import services
+    from gpufabric_sim.units import enabled_units
     fleet = os.path.abspath(fleet)
     data = load_fleet(fleet)
     node = get_node(data, name)
@@ -1108,7 +1108,7 @@ def reboot(fleet, name):
     for r in node["rails"]:
         udev.extend(udev_add(node, r["ibdev"]))
     units = []
-    for unit in services.enabled_units(root):
+    for unit in enabled_units(root):
         p = node_exec(node, ["systemctl", "start", unit], capture=True)
         units.append({"unit": unit, "rc": p.returncode, "stderr": p.stderr[-2000:]})
     degraded = bool(sysctl_errors) or any(x["rc"] != 0 for x in udev + units)

@@ -393,24 +393,24 @@ def started(root, unit, spec, record):
 
 
 def _timer_units(sc, state):
-    from gpufabric_sim import services
+    from gpufabric_sim import units
     for unit in sorted(state["units"]):
         if not unit.endswith(".timer") or state["units"][unit].get("state") != "active":
             continue
-        path = services.find_unit(sc.root, unit)
-        if path is None or services.mask_of(sc.root, unit):
+        path = units.find_unit(sc.root, unit)
+        if path is None or units.mask_of(sc.root, unit):
             continue
         yield unit, path
 
 
 def schedule(sc, state, warn=None):
     """{timer: (next elapse monotonic or None, spec)} of the started timers; updates their spent values."""
-    from gpufabric_sim import services
+    from gpufabric_sim import units
     out = {}
     clock = now_readonly(sc.root)
     for unit, path in _timer_units(sc, state):
         try:
-            spec = timer_spec(unit, services.read_unit_sections(sc.root, unit, path), warn)
+            spec = timer_spec(unit, units.read_unit_sections(sc.root, unit, path), warn)
         except ValueError:
             continue
         rec = state["units"][unit]
@@ -427,14 +427,14 @@ def elapse(sc, usec):
     """Advance the node's clock by ``usec`` and start every timer's unit each time it falls due, in order (ties by
     timer name), as systemd would; returns {"monotonic", "realtime", "triggered": [{timer, unit, monotonic, rc}]}.
     ``sc``: the node's ``services.Systemctl``."""
-    from gpufabric_sim import services
+    from gpufabric_sim import units
     _real, mono = now(sc.root)
     target = mono + int(usec)
     fired = []
     for _i in range(MAX_TRIGGERS):
-        state = services.load_state(sc.root)
+        state = units.load_state(sc.root)
         plan = schedule(sc, state)
-        services.save_state(sc.root, state)
+        units.save_state(sc.root, state)
         due = sorted((max(at, now(sc.root)[1]), unit, spec) for unit, (at, spec) in plan.items()
                      if at is not None and at <= target)
         if not due:
@@ -444,13 +444,13 @@ def elapse(sc, usec):
         real, mono = now(sc.root)
         rec = state["units"][unit]
         rec.update(last_trigger_mono=mono, last_trigger_real=real, triggers=rec.get("triggers", 0) + 1)
-        services.save_state(sc.root, state)
+        units.save_state(sc.root, state)
         if spec["persistent"]:
             os.makedirs(os.path.dirname(stamp_path(sc.root, unit)), exist_ok=True)
             with open(stamp_path(sc.root, unit), "a"):
                 pass
             os.utime(stamp_path(sc.root, unit), (real // USEC, real // USEC))
-        services.journal(sc.root, "timer %s elapsed: systemctl start %s" % (unit, spec["unit"]))
+        units.journal(sc.root, "timer %s elapsed: systemctl start %s" % (unit, spec["unit"]))
         rc = sc.start([spec["unit"]])
         fired.append({"timer": unit, "unit": spec["unit"], "monotonic": mono, "realtime": real, "rc": rc})
     else:
@@ -462,9 +462,9 @@ def elapse(sc, usec):
 
 def properties(sc, unit, path, state):
     """The [Timer] properties ``systemctl show`` prints for a timer unit."""
-    from gpufabric_sim import services
+    from gpufabric_sim import units
     try:
-        spec = timer_spec(unit, services.read_unit_sections(sc.root, unit, path))
+        spec = timer_spec(unit, units.read_unit_sections(sc.root, unit, path))
     except ValueError:
         return [("Unit", ""), ("NextElapseUSecRealtime", ""), ("LastTriggerUSec", "n/a")]
     rec = state["units"].get(unit, {})
@@ -486,8 +486,8 @@ def properties(sc, unit, path, state):
 
 def list_timers(sc, out):
     """``systemctl list-timers``: NEXT LEFT LAST PASSED UNIT ACTIVATES of the started timers, soonest first."""
-    from gpufabric_sim import services
-    state = services.load_state(sc.root)
+    from gpufabric_sim import units
+    state = units.load_state(sc.root)
     real, mono = now_readonly(sc.root)
     rows = []
     for unit, (at, spec) in schedule(sc, state).items():

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpufabric.node.plugins.module_utils import persist
-from gpufabric_sim import bootsim, configfs_watch, runtime, services
+from gpufabric_sim import bootsim, configfs_watch, runtime, services, udev, units
 
 # --------------------------------------------------------------------------------------------
 # argument parsing
@@ -507,7 +507,7 @@ def test_systemctl_enable_start(tmp_path, monkeypatch):
     link = root / "etc/systemd/system/multi-user.target.wants/gpufabric-apply.service"
     assert os.readlink(str(link)) == "/etc/systemd/system/gpufabric-apply.service"
     assert _systemctl(monkeypatch, root, "enable", "gpufabric-apply")[2] == "", "second enable changes nothing"
-    assert services.enabled_units(str(root)) == ["gpufabric-apply.service"]
+    assert units.enabled_units(str(root)) == ["gpufabric-apply.service"]
     assert _systemctl(monkeypatch, root, "is-active", "gpufabric-apply")[:2] == (3, "inactive\n")
     assert _systemctl(monkeypatch, root, "start", "gpufabric-apply")[0] == 0
     assert (root / "applied").read_text() == "boot\n"
@@ -564,15 +564,15 @@ def _template_root(tmp_path, template=TEMPLATE):
 def test_find_unit_falls_back_to_template(tmp_path):
     root = _template_root(tmp_path)
     tpl = str(root / "etc/systemd/system/gpufabric-apply@.service")
-    assert services.find_unit(str(root), "gpufabric-apply@mlx5_3.service") == tpl
-    assert services.find_unit(str(root), "gpufabric-apply@.service") == tpl
-    assert services.find_unit(str(root), "other@mlx5_3.service") is None
-    assert services.find_unit(str(root), "gpufabric-apply.service").endswith("/gpufabric-apply.service")
+    assert units.find_unit(str(root), "gpufabric-apply@mlx5_3.service") == tpl
+    assert units.find_unit(str(root), "gpufabric-apply@.service") == tpl
+    assert units.find_unit(str(root), "other@mlx5_3.service") is None
+    assert units.find_unit(str(root), "gpufabric-apply.service").endswith("/gpufabric-apply.service")
     own = root / "etc/systemd/system/gpufabric-apply@mlx5_9.service"
     own.write_text("[Service]\nExecStart=/bin/true\n")
-    assert services.find_unit(str(root), "gpufabric-apply@mlx5_9.service") == str(own), "own file wins"
-    assert services.template_of("a@b.c.service") == "a@.service"
-    assert services.template_of("a.service") is None and services.template_of("a@.service") is None
+    assert units.find_unit(str(root), "gpufabric-apply@mlx5_9.service") == str(own), "own file wins"
+    assert units.template_of("a@b.c.service") == "a@.service"
+    assert units.template_of("a.service") is None and units.template_of("a@.service") is None
 
 
 @pytest.mark.parametrize("verb", [["restart"], ["--no-block", "restart"], ["start", "--no-block"]])
@@ -618,20 +618,20 @@ SPEC_TABLE = {"i": "a\\x20b", "I": "a b", "n": "x@a\\x20b.service", "p": "x", "t
     ("escaped quote before", '/bin/x \\"%p', ["/bin/x", '"x']),
 ])
 def test_exec_specifiers_never_split_a_value(title, value, argv):
-    assert bootsim.parse_exec(services.resolve_specifiers(value, SPEC_TABLE, "exec"))[0] == argv, title
+    assert bootsim.parse_exec(units.resolve_specifiers(value, SPEC_TABLE, "exec"))[0] == argv, title
 
 
 def test_specifier_table_and_unescape(tmp_path):
     (tmp_path / "etc").mkdir()
     (tmp_path / "etc/machine-id").write_text("abc\n")
-    t = services.specifier_table(str(tmp_path), "gpufabric-apply@dev-sda\\x2d1.service")
+    t = units.specifier_table(str(tmp_path), "gpufabric-apply@dev-sda\\x2d1.service")
     assert (t["i"], t["I"], t["p"], t["n"], t["N"], t["m"], t["H"]) == (
         "dev-sda\\x2d1", "dev/sda-1", "gpufabric-apply", "gpufabric-apply@dev-sda\\x2d1.service",
         "gpufabric-apply@dev-sda\\x2d1", "abc", "")
-    assert services.specifier_table(str(tmp_path), "plain.service")["i"] == ""
-    assert services.resolve_specifiers("Unit %I, 5%%", t) == "Unit dev/sda-1, 5%"
+    assert units.specifier_table(str(tmp_path), "plain.service")["i"] == ""
+    assert units.resolve_specifiers("Unit %I, 5%%", t) == "Unit dev/sda-1, 5%"
     with pytest.raises(ValueError):
-        services.resolve_specifiers("50%", t)
+        units.resolve_specifiers("50%", t)
 
 
 def test_systemctl_unknown_specifier_fails_start(tmp_path, monkeypatch):
@@ -657,7 +657,7 @@ def test_udev_rule_restarts_template_instance(tmp_path, monkeypatch):
     (root / "etc/udev/rules.d").mkdir(parents=True)
     (root / "etc/udev/rules.d/90-gpufabric.rules").write_text(persist.render_rule(str(systemctl)))
     monkeypatch.setenv("GPUFABRIC_SYSROOT", str(root))
-    assert services.udevadm_main(["udevadm", "trigger", "--action=add", "--sysname-match=mlx5_3"]) == 0
+    assert udev.udevadm_main(["udevadm", "trigger", "--action=add", "--sysname-match=mlx5_3"]) == 0
     assert (root / "argv").read_text().split() == ["--device", "mlx5_3", "--wait", "7", "--lock-wait", "120"]
     log = (root / "var/lib/gpufabric-sim/actions.log").read_text()
     assert "systemctl start gpufabric-apply@mlx5_3.service" in log and "mlx5_2" not in log
@@ -671,12 +671,12 @@ def test_udevadm_trigger_runs_rules(tmp_path, monkeypatch):
     (root / "etc/udev/rules.d/90-gpufabric.rules").write_text(
         'SUBSYSTEM=="infiniband", ACTION=="add", RUN+="/bin/sh -c \'echo %k >> $GPUFABRIC_SYSROOT/seen\'"\n')
     monkeypatch.setenv("GPUFABRIC_SYSROOT", str(root))
-    assert services.udevadm_main(["udevadm", "control", "--reload"]) == 0
-    assert services.udevadm_main(["udevadm", "trigger"]) == 0
+    assert udev.udevadm_main(["udevadm", "control", "--reload"]) == 0
+    assert udev.udevadm_main(["udevadm", "trigger"]) == 0
     assert not (root / "seen").exists(), "default action is change"
-    assert services.udevadm_main(["udevadm", "trigger", "--subsystem-match=infiniband", "--action=add"]) == 0
+    assert udev.udevadm_main(["udevadm", "trigger", "--subsystem-match=infiniband", "--action=add"]) == 0
     assert (root / "seen").read_text() == "mlx5_0\nmlx5_1\n"
-    assert services.udevadm_main(["udevadm", "info", "x"]) == 2
+    assert udev.udevadm_main(["udevadm", "info", "x"]) == 2
 
 
 # --------------------------------------------------------------------------------------------

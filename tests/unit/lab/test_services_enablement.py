@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from gpufabric_sim import services
+from gpufabric_sim import units
 from test_runtime import _systemctl
 
 UNIT = "gpufabric-apply.service"
@@ -86,7 +86,7 @@ def test_mask_refuses_to_replace_a_unit_file(tmp_path, monkeypatch):
 def test_masked_unit_cannot_start_or_enable_and_is_not_started_at_boot(tmp_path, monkeypatch):
     root = root_with(tmp_path, "usr/lib/systemd/system")
     assert _systemctl(monkeypatch, root, "enable", UNIT)[0] == 0
-    assert services.enabled_units(str(root)) == [UNIT]
+    assert units.enabled_units(str(root)) == [UNIT]
     rc, _out, err = _systemctl(monkeypatch, root, "mask", UNIT)
     assert rc == 0 and "Created symlink /etc/systemd/system/%s \u2192 /dev/null." % UNIT in err
     assert os.readlink(str(root / "etc/systemd/system" / UNIT)) == "/dev/null"
@@ -94,7 +94,7 @@ def test_masked_unit_cannot_start_or_enable_and_is_not_started_at_boot(tmp_path,
     assert rc == 1 and "Unit %s is masked." % UNIT in err
     rc, _out, err = _systemctl(monkeypatch, root, "enable", UNIT)
     assert rc == 1 and "is masked" in err
-    assert services.enabled_units(str(root)) == [], "a simulated boot does not start a masked unit"
+    assert units.enabled_units(str(root)) == [], "a simulated boot does not start a masked unit"
     rc, _out, _err = _systemctl(monkeypatch, root, "show", UNIT, "-p", "LoadState", "--value")
     assert _out.strip() == "masked"
     log = (root / "var/lib/gpufabric-sim/actions.log").read_text().splitlines()

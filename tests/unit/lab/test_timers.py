@@ -19,6 +19,7 @@ import time
 import pytest
 
 from gpufabric_sim import services, timers
+from gpufabric_sim import units as sim_units
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 
@@ -200,7 +201,7 @@ def test_failing_service_and_timer_without_trigger(tmp_path, monkeypatch):
     sc.start(["ev.timer"])
     report = timers.elapse(sc, 10 * timers.USEC)
     assert [t["rc"] for t in report["triggered"]] == [1]
-    assert services.load_state(sc.root)["units"]["ev.service"]["state"] == "failed"
+    assert sim_units.load_state(sc.root)["units"]["ev.service"]["state"] == "failed"
     (tmp_path / "root/etc/systemd/system/bad.timer").write_text("[Timer]\nOnBootSec=soon\nAccuracySec=1s\n")
     assert sc.start(["bad.timer"]) == 1
     assert "lacks a value setting" in sc.err.getvalue() and "OnBootSec=soon" in sc.err.getvalue()

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from gpufabric_sim import bootsim, services
+from gpufabric_sim import bootsim, udev
 from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 from gpufabric_sim.emulators import dcb as dcb_emu
@@ -42,7 +42,7 @@ def node(tmp_path, monkeypatch):
     bindir = str(tmp_path / "bin")
     os.makedirs(bindir)
     for name, mod, fn in (("systemctl", "gpufabric_sim.services", "systemctl_main"),
-                          ("udevadm", "gpufabric_sim.services", "udevadm_main"),
+                          ("udevadm", "gpufabric_sim.udev", "udevadm_main"),
                           ("dcb", "gpufabric_sim.emulators.dcb", "main")):
         path = os.path.join(bindir, name)
         with open(path, "w") as f:
@@ -86,7 +86,7 @@ def test_install_then_idempotent(node, monkeypatch):
     assert os.stat(os.path.join(root, "usr/local/sbin/gpufabric-apply")).st_mode & 0o777 == 0o755
     assert any(d["after_header"] == "/etc/udev/rules.d/90-gpufabric-rdma.rules" for d in res["diff"])
     # the udev rule asks systemd for a per-device run of the event's device
-    cmds = services.udev_commands(root, services.infiniband_event(root, "mlx5_3", "add"))
+    cmds = udev.udev_commands(root, udev.infiniband_event(root, "mlx5_3", "add"))
     assert cmds == [[os.path.join(bindir, "systemctl"), "--no-block", "restart", "gpufabric-apply@mlx5_3.service"]]
     again = run_module(fabric_persist, {}, diff=True, monkeypatch=monkeypatch)
     assert again["changed"] is False and again["commands"] == [] and again["diff"] == []
@@ -197,7 +197,7 @@ def test_template_instance_reapplies_only_its_device(node, monkeypatch, dev):
     unit = bootsim.read_unit(os.path.join(root, "etc/systemd/system/gpufabric-apply@.service"))
     assert bootsim.unit_value(unit, "Unit", "After") == "gpufabric-apply.service"
     assert bootsim.unit_value(unit, "Service", "RemainAfterExit") is None
-    cmds = services.udev_commands(root, services.infiniband_event(root, dev, "add"))
+    cmds = udev.udev_commands(root, udev.infiniband_event(root, dev, "add"))
     instance = "gpufabric-apply@%s.service" % dev
     assert cmds == [[os.path.join(bindir, "systemctl"), "--no-block", "restart", instance]]
     p = subprocess.run(cmds[0], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
@@ -218,5 +218,5 @@ def test_udev_rule_starts_no_instance_for_unsafe_names(node, monkeypatch, dev):
     modules record no such device, state.py), instead of a unit whose %i would differ from the device."""
     root, _m, _bindir = node
     assert not run_module(fabric_persist, {}, monkeypatch=monkeypatch).get("failed")
-    assert services.udev_commands(root, services.infiniband_event(root, dev, "add")) == []
-    assert services.udev_commands(root, services.infiniband_event(root, "mlx5_0", "add")) != []
+    assert udev.udev_commands(root, udev.infiniband_event(root, dev, "add")) == []
+    assert udev.udev_commands(root, udev.infiniband_event(root, "mlx5_0", "add")) != []

@@ -59,7 +59,7 @@ def node(template, tmp_path, monkeypatch):
     bindir = str(tmp_path / "bin")
     os.makedirs(bindir)
     for name, mod, fn in (("systemctl", "gpufabric_sim.services", "systemctl_main"),
-                          ("udevadm", "gpufabric_sim.services", "udevadm_main"),
+                          ("udevadm", "gpufabric_sim.udev", "udevadm_main"),
                           ("dcb", "gpufabric_sim.emulators.dcb", "main")):
         path = os.path.join(bindir, name)
         with open(path, "w") as f:
