@@ -35,13 +35,21 @@ def playbook(path, *extra, **kw):
     env['ANSIBLE_PIPELINING'] = 'True'
     env['ANSIBLE_FORCE_COLOR'] = 'False'
     env['ANSIBLE_NOCOLOR'] = 'True'
+    # per-task wall times in the output, kept below WORK/playbooks/ (where a VM run's minutes go)
+    env['ANSIBLE_CALLBACKS_ENABLED'] = 'ansible.posix.profile_tasks'
     binary = os.path.join(os.path.dirname(sys.executable), 'ansible-playbook')
     argv = [binary if os.path.exists(binary) else 'ansible-playbook', '-i', INVENTORY, path] + list(extra)
     start = time.time()
     proc = subprocess.run(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           timeout=kw.get('timeout', 600), check=False)
     out = proc.stdout.decode('utf-8', 'replace')
-    log('%s %s: rc=%d in %.1f s' % (os.path.basename(path), ' '.join(extra), proc.returncode, time.time() - start))
+    logs = os.path.join(WORK, 'playbooks')
+    os.makedirs(logs, exist_ok=True)
+    saved = os.path.join(logs, '%s-%d.log' % (os.path.basename(path), len(os.listdir(logs)) + 1))
+    with open(saved, 'w') as f:
+        f.write(' '.join(argv) + '\n' + out)
+    log('%s %s: rc=%d in %.1f s (output: %s)' % (os.path.basename(path), ' '.join(extra), proc.returncode,
+                                                  time.time() - start, saved))
     return proc.returncode, out
 
 
