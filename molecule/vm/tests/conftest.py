@@ -48,8 +48,8 @@ def playbook(path, *extra, **kw):
     saved = os.path.join(logs, '%s-%d.log' % (os.path.basename(path), len(os.listdir(logs)) + 1))
     with open(saved, 'w') as f:
         f.write(' '.join(argv) + '\n' + out)
-    log('%s %s: rc=%d in %.1f s (output: %s)' % (os.path.basename(path), ' '.join(extra), proc.returncode,
-                                                  time.time() - start, saved))
+    log('%s %s: rc=%d in %.1f s (output: %s)'
+        % (os.path.basename(path), ' '.join(extra), proc.returncode, time.time() - start, saved))
     return proc.returncode, out
 
 

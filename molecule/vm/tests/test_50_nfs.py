@@ -73,8 +73,8 @@ def test_rdma_mount_is_the_collections_unit_and_came_back_after_the_reboot(host,
     # nconnect is in the unit; the kernel shows it only where NFSv4 passes it for RDMA (6.9, stable backports)
     unit_text = host.file('/etc/systemd/system/' + unit).content_string
     assert 'nconnect=%d' % vol['nconnect'] in unit_text
-    log('kernel %s: mountinfo nconnect %s (the unit asks %d)' % (host.check_output('uname -r'), opts.get('nconnect'),
-                                                                  vol['nconnect']))
+    log('kernel %s: mountinfo nconnect %s (the unit asks %d)'
+        % (host.check_output('uname -r'), opts.get('nconnect'), vol['nconnect']))
     assert opts.get('nconnect') in (None, str(vol['nconnect']))
     # the side_effect rebooted the node after converge: the unit mounted it at this boot, after the applier
     units = host.check_output("systemctl show -p After --value '%s'" % unit).split()

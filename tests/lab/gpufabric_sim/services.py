@@ -52,6 +52,7 @@ from gpufabric_sim.units import (
     is_mask, mask_of, find_unit, read_unit_sections, _file_hash, CONFIG_DIR,
     RUNTIME_DIR, wants_links, unit_file_state)
 
+
 class Systemctl(object):
     def __init__(self, root, out=None, err=None, runner=None):
         self.root = root
