@@ -6,7 +6,7 @@
 The vendor client for the target kernel comes from the build cache (pre-filled here through kmod_build with a
 recording stand-in for podman and synthetic modules), so the role installs it into the node's sysroot with the real
 depmod; the reboot is the collection-wide hook ``gpufabric_reboot_command``: a script that "boots" the target kernel
-in the sysroot (osrelease, /sys/module/<m>/srcversion of the installed vendor modules or of an in-tree stack,
+in the sysroot (osrelease, /sys/module/<m>/srcversion of the installed vendor modules,
 nfs_bundle_version, whether the loaded rpcrdma registers with nvidia-fs) and changes the boot id that
 ``gpufabric_boot_time_command`` prints. The node boots idle: its /proc/driver/nvidia-fs/modules (served by the
 simulator with the driver's lifetime) lists rpcrdma only while a /dev/nvidia-fs* is held open, which the post-boot
@@ -86,17 +86,12 @@ def w(p, text):
 w("/proc/sys/kernel/osrelease", kver + "\n")
 rec = json.load(open(os.path.join(root, "etc/gpufabric/vendor_nfs.json")))["kernels"].get(kver, {})
 for name, m in rec.get("modules", {}).items():
-    w("/sys/module/%s/srcversion" % name, ("INTREE0000000000000000" if mode == "intree" else m["srcversion"]) + "\n")
-if mode != "intree":
-    w("/sys/module/sunrpc/parameters/nfs_bundle_version", "4.0.35-gf1\n")
-else:
-    p = os.path.join(root, "sys/module/sunrpc/parameters/nfs_bundle_version")
-    if os.path.exists(p):
-        os.unlink(p)
+    w("/sys/module/%s/srcversion" % name, m["srcversion"] + "\n")
+w("/sys/module/sunrpc/parameters/nfs_bundle_version", "4.0.35-gf1\n")
 os.makedirs(os.path.join(root, "sys/module/nvidia_fs"), exist_ok=True)
 # how the loaded storage modules answer nvidia-fs's probe (tests/lab/gpufabric_sim/nvfs_proc.py): the vendor's
-# rpcrdma registers; in "nohook" it is the vendor's file but refuses nvidia-fs's ops (-EOPNOTSUPP); the in-tree one
-# has no hook. nvidia-fs lists rpcrdma only while a /dev/nvidia-fs* is held open: the node boots idle.
+# rpcrdma registers; in "nohook" it is the vendor's file but refuses nvidia-fs's ops (-EOPNOTSUPP). nvidia-fs lists
+# rpcrdma only while a /dev/nvidia-fs* is held open: the node boots idle.
 hooks = {"vendor": {"rpcrdma": 0}, "nohook": {"rpcrdma": -95}}.get(mode, {})
 w("/run/gpufabric-sim/nvfs-hooks.json", json.dumps(hooks) + "\n")
 bid = os.path.join(root, "var/lib/gpufabric-sim/fake-boot-id")
@@ -376,27 +371,11 @@ def test_drain_blocked_by_budget_restores_the_node_then_resumes(fleet, prebuilt)
         api.stop()
 
 
-def test_intree_boot_fails_proof_and_stays_cordoned(fleet, prebuilt):
-    name, root = node_root(fleet)
-    reset_node(root)
-    api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[])
-    operator(api, name, root)
-    api.start()
-    try:
-        rc, out = run_playbook(fleet, prebuilt, api, boot_mode="intree")
-        assert rc != 0
-        assert "in-tree NFS stack is running" in out
-        assert api.node(name)["spec"]["unschedulable"] is True
-        assert {"spec": {"unschedulable": False}} not in node_patches(api, name)
-        rec = record(root)
-        assert rec["phase"] == "failed" and "Proof" in rec["failed_task"]
-    finally:
-        api.stop()
-
-
 def test_rpcrdma_not_registering_with_nvidia_fs_fails_proof(fleet, prebuilt):
     """The vendor's modules run (srcversions match, bundle version present) but its rpcrdma does not register with
-    nvidia-fs: the proof, holding a device open, finds rpcrdma missing and names it; the node stays cordoned."""
+    nvidia-fs: the proof, holding a device open, finds rpcrdma missing and names it; the node stays cordoned, the record
+    says the proof failed. A boot into the in-tree stack fails in the same proof task; its reason ("in-tree NFS stack
+    is running") is proven by tests/unit/plugins/modules/test_vendor_nfs_proof.py and test_kmod_build.py."""
     name, root = node_root(fleet)
     reset_node(root)
     api = FakeK8s(nodes={name: {"unschedulable": False}}, pods=[])
@@ -431,22 +410,20 @@ def test_gate_refuses_reboot_without_client(fleet, prebuilt):
         api.stop()
 
 
+# model options, GDS in the ClusterPolicy, expected reason (after "within 12 s: "), pod the reason names. One case
+# runs the playbook: the GDS one, whose wait also reads the ClusterPolicy and waits for the nvidia-fs container. The
+# other reasons (a driver pod that never becomes Ready, a failing validation) take the same path through the playbook
+# and the same module; their wording is proven by tests/unit/plugins/module_utils/test_gpu_operator.py
+# (test_driver_never_ready_names_the_pod, test_failing_validation_names_the_validator). Each kernel_upgrade.yml run
+# here costs minutes of CI.
 GPU_FAILURES = [
-    # model options, GDS in the ClusterPolicy, expected reason (after "within 12 s: "), pod the reason names
-    ({"driver_ready_after": None}, False,
-     "driver pod gpu-operator/{driver} on node {node} is not Ready: phase Running; container nvidia-driver-ctr "
-     "running, not ready", "driver"),
-    ({"failing_validation": "driver-validation"}, False,
-     "validator pod gpu-operator/{validator} on node {node} is not Ready: phase Pending; init container "
-     "driver-validation waiting (CrashLoopBackOff)", "validator"),
     ({"gds": True, "nvfs_ready": False}, True,
      "driver pod gpu-operator/{driver} on node {node} is not Ready: phase Running; container nvidia-fs-ctr running, "
      "not ready", "driver"),
 ]
 
 
-@pytest.mark.parametrize("options,gds,reason,which", GPU_FAILURES, ids=["driver-never-ready", "validation-fails",
-                                                                        "gds-nvidia-fs-not-ready"])
+@pytest.mark.parametrize("options,gds,reason,which", GPU_FAILURES, ids=["gds-nvidia-fs-not-ready"])
 def test_gpu_operator_not_ready_keeps_the_node_cordoned(fleet, prebuilt, options, gds, reason, which):
     name, root = node_root(fleet)
     reset_node(root)
