@@ -427,6 +427,33 @@ def tree_hash(root, exclude=()):
     return h.hexdigest()
 
 
+def tree_stamp(root):
+    """sha256 over every entry's lstat below ``root`` (relative path, mode, owner, inode, size, mtime and ctime in
+    ns; symlink targets): a cheaper witness than ``tree_hash`` that a tree was not touched at all. Any write, chmod,
+    chown, create, delete or rename moves the ctime of the entry or of its directory, and ctime cannot be set from
+    user space, so a rewrite with the same bytes shows too (``tree_hash`` would not see that). Only for a tree that
+    stays in one place: a copy has new inodes and times."""
+    h = hashlib.sha256()
+
+    def walk(path, rel):
+        with os.scandir(path) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            st = e.stat(follow_symlinks=False)
+            r = rel + "/" + e.name if rel else e.name
+            h.update(("%s\0%o %d %d %d %d %d %d\n" % (r, st.st_mode, st.st_uid, st.st_gid, st.st_ino, st.st_size,
+                                                    st.st_mtime_ns, st.st_ctime_ns)).encode("utf-8", "surrogateescape"))
+            if stat.S_ISLNK(st.st_mode):
+                h.update(os.readlink(e.path).encode("utf-8", "surrogateescape") + b"\0")
+            elif stat.S_ISDIR(st.st_mode):
+                walk(e.path, r)
+
+    st = os.lstat(root)
+    h.update(("%o %d %d %d\n" % (st.st_mode, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)).encode())
+    walk(root, "")
+    return h.hexdigest()
+
+
 def sync_tree(src, dst):
     """Make ``dst`` identical to ``src`` (files, modes, symlinks), keeping unchanged directories' inodes."""
     if not os.path.isdir(dst) or os.path.islink(dst):

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -187,6 +188,39 @@ def test_tree_hash_does_not_follow_symlinks(tmp_path):
     h = runtime.tree_hash(str(root))
     (outside / "x").write_text("2")
     assert runtime.tree_hash(str(root)) == h
+
+
+def test_tree_stamp_sees_every_touch_and_no_read(tmp_path):
+    """tree_stamp (the hostile-input test's witness): reads, listing and following nothing change it; any write,
+    even of the same bytes, a chmod, a chown, a new or removed entry, a rename, a swapped link target and a file
+    created and deleted again do."""
+    root = _tree(tmp_path / "r")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(str(outside), str(root / "out"))
+    s0 = runtime.tree_stamp(str(root))
+    (root / "g").read_text()
+    os.listdir(str(root / "a"))
+    (outside / "x").write_text("not in the tree")
+    with open(str(root / "g"), "r+"):
+        pass
+    assert runtime.tree_stamp(str(root)) == s0
+    changes = [
+        lambda: (root / "g").write_text("two\n"),
+        lambda: os.chmod(str(root / "g"), 0o600),
+        lambda: os.lchown(str(root / "a" / "b" / "f"), os.getuid(), os.getgid()),
+        (root / "a" / "new").mkdir,
+        lambda: (os.unlink(str(root / "rel")), os.symlink("a/b", str(root / "rel"))),
+        lambda: (root / "a" / "b" / "f").rename(root / "a" / "b" / "f2"),
+        lambda: ((root / "a" / "tmp").write_text(""), os.unlink(str(root / "a" / "tmp"))),
+    ]
+    seen = {s0}
+    for change in changes:
+        time.sleep(0.01)    # coarse file-system clocks: each change gets a later timestamp
+        change()
+        s = runtime.tree_stamp(str(root))
+        assert s not in seen, change
+        seen.add(s)
 
 
 def test_sync_tree(tmp_path):

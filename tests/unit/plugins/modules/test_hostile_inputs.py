@@ -10,7 +10,9 @@ and each string value of a free-form dict) gets a valid value (the module's chec
 ``test_check_mode_all``, else the option's default, else ``BASE``) with a hostile piece added: a newline, NUL, a
 carriage return, DEL, ``\"\"\"``, ``$(...)``, a backtick, ``%``, quotes, ``;``, a ``..`` component, a trailing
 newline. The module runs for real (not in check mode) on the simulated drifted node and must fail with a message
-naming the option, and the node's tree (names, modes, contents, symlink targets) must hash as before.
+naming the option, and the node's tree must be untouched: every entry's lstat (mode, owner, inode, size, mtime and
+ctime) and symlink target as before (``runtime.tree_stamp``; ctime moves with any write, chmod or rename, so this
+is stricter than a content hash and needs no file read).
 
 ``ALLOWED`` lists the few (option, hostile value) pairs that are valid text for that option; for each of them
 ``PROOF`` shows, on the files the module wrote, that the value is escaped for their syntax.
@@ -234,7 +236,7 @@ def _fresh(w):
     shutil.copytree(w["template"][0], w["root"], symlinks=True)
     node = {"root": w["root"], "manifest": w["template"][1]}
     w["args"] = dict((name, CASES[name].args(node)) for name in module_names())
-    w["hash"] = w["state"] = sim_runtime.tree_hash(w["root"])
+    w["hash"] = w["state"] = sim_runtime.tree_stamp(w["root"])
 
 
 @pytest.fixture
@@ -250,7 +252,7 @@ def node(work, monkeypatch):
 
 def node_after(node):
     """The node's tree hash now, which the next case starts from."""
-    node["work"]["state"] = sim_runtime.tree_hash(node["root"])
+    node["work"]["state"] = sim_runtime.tree_stamp(node["root"])
     return node["work"]["state"]
 
 
