@@ -45,14 +45,14 @@ def facts(fleet, node):
     return res[node]["ansible_facts"]["gpufabric"]
 
 
-def test_provision_converges_then_changes_nothing(fleet):
+def test_provision_converges(fleet):
+    """The fleet the other tests check. That a second provision.yml changes nothing on these two topologies is
+    molecule's sim scenario (its idempotence step, the same two nodes: hgx-h200 and pcie-4gpu-crossnuma), and the
+    compat tier's smoke on each other ansible-core minor; a run here cost about a minute of CI."""
     rc, out = fleet.playbook("provision.yml")
     assert rc == 0, out
     first = recap(out)
-    assert set(first) == set(NODES) and all(r["changed"] > 0 for r in first.values()), out
-    rc, out = fleet.playbook("provision.yml")
-    assert rc == 0, out
-    assert all(r["changed"] == 0 and r["failed"] == 0 for r in recap(out).values()), out
+    assert set(first) == set(NODES) and all(r["changed"] > 0 and r["failed"] == 0 for r in first.values()), out
 
 
 def test_drift_clean_after_provision(fleet, tmp_path):
