@@ -47,9 +47,10 @@ unit: venv link
 	tests/lab/basetemp.sh unit $(NOSYNC) $(BIN)/pytest -q -n $(WORKERS) --durations=15 tests/unit
 
 # Tests that need root and network namespaces (the simulated fleet over SSH). A file's tests stay on one worker
-# (their fleets are module fixtures); fleets of different files share nothing but the sim's port lock.
+# (their fleets are module fixtures); fleets of different files share nothing but the sim's port lock. Files run
+# longest first (tests/integration/conftest.py), not in xdist's most-tests-first order.
 integration: venv link
-	tests/lab/basetemp.sh integration $(NOSYNC) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile --durations=25 \
+	tests/lab/basetemp.sh integration $(NOSYNC) $(BIN)/pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 \
 	  tests/integration
 
 # ansible-test's sanity requirements of the pinned ansible-core (part of the key: requirements.txt pins it), read

@@ -441,8 +441,9 @@ def tree_stamp(root):
         for e in entries:
             st = e.stat(follow_symlinks=False)
             r = rel + "/" + e.name if rel else e.name
-            h.update(("%s\0%o %d %d %d %d %d %d\n" % (r, st.st_mode, st.st_uid, st.st_gid, st.st_ino, st.st_size,
-                                                    st.st_mtime_ns, st.st_ctime_ns)).encode("utf-8", "surrogateescape"))
+            fields = (r, st.st_mode, st.st_uid, st.st_gid, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            line = "%s\0%o %d %d %d %d %d %d\n" % fields
+            h.update(line.encode("utf-8", "surrogateescape"))
             if stat.S_ISLNK(st.st_mode):
                 h.update(os.readlink(e.path).encode("utf-8", "surrogateescape") + b"\0")
             elif stat.S_ISDIR(st.st_mode):
