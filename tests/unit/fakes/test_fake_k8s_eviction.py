@@ -59,16 +59,28 @@ def evict(api, ns, name, grace=None):
     return api.dispatch("POST", "/api/v1/namespaces/%s/pods/%s/eviction" % (ns, name), {}, body, "application/json")
 
 
+def api_client(api):
+    """A kubernetes client of the fake's HTTP server."""
+    cfg = kubernetes.client.Configuration()
+    cfg.host = api.url
+    return kubernetes.client.ApiClient(cfg)
+
+
+def refused_over_http(client, ns, name):
+    """The kubernetes client's eviction of ns/name, which must raise; the ApiException it raised."""
+    body = kubernetes.client.V1Eviction(metadata=kubernetes.client.V1ObjectMeta(name=name, namespace=ns))
+    with pytest.raises(ApiException) as exc:
+        kubernetes.client.CoreV1Api(client).create_namespaced_pod_eviction(name, ns, body)
+    return exc
+
+
 def test_budget_refuses_with_the_real_status_over_http():
     """429 TooManyRequests over the wire, as the kubernetes client sees it, with the budget named in the cause."""
     api = web_api().start()
     try:
-        cfg = kubernetes.client.Configuration()
-        cfg.host = api.url
-        core = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(cfg))
-        body = kubernetes.client.V1Eviction(metadata=kubernetes.client.V1ObjectMeta(name="web-0", namespace="default"))
-        with pytest.raises(ApiException) as exc:
-            core.create_namespaced_pod_eviction("web-0", "default", body)
+        client = api_client(api)
+        core = kubernetes.client.CoreV1Api(client)
+        exc = refused_over_http(client, "default", "web-0")
         assert exc.value.status == 429 and exc.value.reason == "Too Many Requests"
         status = json.loads(exc.value.body)
         assert status["kind"] == "Status" and status["status"] == "Failure"
@@ -83,7 +95,7 @@ def test_budget_refuses_with_the_real_status_over_http():
         other = kubernetes.client.V1Eviction(metadata=kubernetes.client.V1ObjectMeta(name="other", namespace="default"))
         core.create_namespaced_pod_eviction("other", "default", other)
         assert [a[1:] for a in api.eviction_answers()] == [("default/web-0", 429), ("default/other", 201)]
-        pdb = kubernetes.client.PolicyV1Api(kubernetes.client.ApiClient(cfg)).read_namespaced_pod_disruption_budget(
+        pdb = kubernetes.client.PolicyV1Api(client).read_namespaced_pod_disruption_budget(
             "web-pdb", "default")
         assert pdb.status.disruptions_allowed == 0 and pdb.status.current_healthy == 2
     finally:
@@ -187,9 +199,7 @@ def test_a_drain_leaves_daemonset_and_mirror_pods_alone():
         ("default", "elsewhere", "n2", {}),
     ]).start()
     try:
-        cfg = kubernetes.client.Configuration()
-        cfg.host = api.url
-        core = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(cfg))
+        core = kubernetes.client.CoreV1Api(api_client(api))
         pods = core.list_pod_for_all_namespaces(field_selector="spec.nodeName=n1").items
         to_delete, warnings, errors = drain.filter_pods(pods, False, True, True)
         assert to_delete == [("default", "web-0")] and errors == []
@@ -216,12 +226,7 @@ def test_a_budget_the_controller_has_not_observed_refuses_until_it_has():
         pdb = api.update_pdb("default", "web-pdb", observe_after=30, max_unavailable=1)
         assert pdb["metadata"]["generation"] == 2 and pdb["status"]["observedGeneration"] == 1
         assert pdb["status"]["disruptionsAllowed"] == 0       # the status the controller computed for min_available 2
-        cfg = kubernetes.client.Configuration()
-        cfg.host = api.url
-        core = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(cfg))
-        body = kubernetes.client.V1Eviction(metadata=kubernetes.client.V1ObjectMeta(name="web-0", namespace="default"))
-        with pytest.raises(ApiException) as exc:
-            core.create_namespaced_pod_eviction("web-0", "default", body)
+        exc = refused_over_http(api_client(api), "default", "web-0")
         status = json.loads(exc.value.body)
         assert (exc.value.status, status["message"], exc.value.headers["Retry-After"]) == (429, REFUSAL, "10")
         assert status["details"] == {"retryAfterSeconds": 10, "causes": [
