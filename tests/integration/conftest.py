@@ -36,4 +36,4 @@ LONGEST_FIRST = {
 def pytest_collection_modifyitems(items):
     rank = dict((name, n) for n, name in enumerate(sorted(LONGEST_FIRST, key=lambda f: -LONGEST_FIRST[f])))
     order = dict((id(item), n) for n, item in enumerate(items))
-    items.sort(key=lambda item: (rank.get(os.path.basename(str(item.fspath)), len(rank)), order[id(item)]))
+    items.sort(key=lambda item: (rank.get(os.path.basename(item.nodeid.split("::", 1)[0]), len(rank)), order[id(item)]))

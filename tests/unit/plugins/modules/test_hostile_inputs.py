@@ -251,7 +251,7 @@ def node(work, monkeypatch):
 
 
 def node_after(node):
-    """The node's tree hash now, which the next case starts from."""
+    """The node's tree stamp now (runtime.tree_stamp), which the next case starts from."""
     node["work"]["state"] = sim_runtime.tree_stamp(node["root"])
     return node["work"]["state"]
 
