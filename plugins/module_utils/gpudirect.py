@@ -13,9 +13,15 @@ An RDMA NIC can register GPU memory in two ways:
   (``ibv_reg_dmabuf_mr``, libibverbs 1.12). rdma-core's release is read from the file name of the installed
   libibverbs, which rdma-core's build names ``libibverbs.so.1.<abi>.${PACKAGE_VERSION}``
   (libibverbs/CMakeLists.txt, ``rdma_library(ibverbs ... 1 1.<abi>.${PACKAGE_VERSION})``; see RELEASES below):
-  upstream ``libibverbs.so.1.14.50.0`` is rdma-core 50. The MLNX_OFED/DOCA-OFED fork sets PACKAGE_VERSION to its
-  package version, e.g. ``2307mlnx47`` (MLNX_OFED 23.10 and 24.01, the fork of rdma-core v47.0) or ``56mlnx40``
-  (MLNX_OFED 5.7, rdma-core 56). A libibverbs whose name says no release is "cannot tell", not "not installed".
+  upstream ``libibverbs.so.1.14.50.0`` is rdma-core 50. The MLNX_OFED/DOCA-OFED fork keeps the upstream
+  PACKAGE_VERSION it is based on, so its library has the upstream form too: MLNX_OFED 5.4's fork (package version
+  ``54mlnx1``) sets ``PACKAGE_VERSION "35.0"`` in its CMakeLists.txt, and a host with MLNX_OFED 5.8's
+  ``rdma-core-58mlnx43`` has ``libibverbs.so.1.14.43.0``. A library named after the package version instead is read
+  as that version says: ``<YYMM>mlnx<release>`` (MLNX_OFED 23.04 and later, DOCA: ``2307mlnx47`` is rdma-core 47)
+  and ``<5x>mlnx<n>`` (MLNX_OFED 5.x), where ``n`` is the upstream release from 5.5 on (``55mlnx37``, ``56mlnx40``,
+  ``58mlnx43``) but a build counter before (``54mlnx1`` is rdma-core 35), so an ``n`` below 28 (the oldest
+  rdma-core an MLNX_OFED 5.x fork is based on is newer) says no release. A libibverbs whose name says no release is
+  "cannot tell", not "not installed".
   NCCL (2.13 and later) tries DMA-BUF first.
 * **nvidia-peermem** (``/sys/module/nvidia_peermem`` while loaded; the older Mellanox ``nv_peer_mem`` at
   ``/sys/module/nv_peer_mem``): the peer-memory client of MLNX_OFED/DOCA or of inbox kernels with the
@@ -48,9 +54,13 @@ RELEASES = (
     # MLNX_OFED 23.04+ and DOCA-OFED: <YYMM>mlnx<release>, e.g. 2307mlnx47 (23.10/24.01), 2410mlnx54 (DOCA 2.9);
     # the upstream release follows "mlnx" (package version strings of the MLNX_OFED/DOCA dpkg listings)
     ("mlnx", re.compile(r"libibverbs\.so\.1\.\d+\.(?P<branch>\d{4})mlnx(?P<release>\d+)(?:\.\d+)*")),
-    # MLNX_OFED 5.x: <release>mlnx<patch>, e.g. 56mlnx40 (5.7), 52mlnx1 (5.3): the upstream release comes first
-    ("mlnx", re.compile(r"libibverbs\.so\.1\.\d+\.(?P<release>\d{2,3})mlnx(?P<patch>\d+)(?:\.\d+)*")),
+    # MLNX_OFED 5.x: <5x>mlnx<n>: n is the upstream release from 5.5 on (58mlnx43 is rdma-core 43), a build counter
+    # before (54mlnx1 is rdma-core 35: its CMakeLists.txt says PACKAGE_VERSION "35.0"); see MLNX_COUNTER_BELOW
+    ("mlnx", re.compile(r"libibverbs\.so\.1\.\d+\.(?P<branch>\d{2})mlnx(?P<release>\d+)(?:\.\d+)*")),
 )
+# an MLNX_OFED 5.x "<5x>mlnx<n>" with n below this names a build counter, not a release: every MLNX_OFED 5.x fork is
+# based on rdma-core 28 or later (MLNX_OFED 5.0, 2020), and the counters seen are single digits (54mlnx1, 52mlnx1)
+MLNX_COUNTER_BELOW = 28
 _KERNEL = re.compile(r"(\d+)\.(\d+)")
 _PEERMEM_KO = re.compile(r"(?:^|/)nvidia[-_]peermem\.ko(?:\.[a-z]+)?:", re.M)
 MIN_KERNEL = (5, 12)
@@ -72,7 +82,10 @@ def libibverbs(sr):
             for flavour, pat in RELEASES:
                 m = pat.fullmatch(name)
                 if m:
-                    found = (int(m.group("release")), flavour, found[2])
+                    release = int(m.group("release"))
+                    if flavour == "mlnx" and len(m.group("branch")) == 2 and release < MLNX_COUNTER_BELOW:
+                        release = None
+                    found = (release, flavour, found[2])
                     break
             out.append(found)
     out.sort(key=lambda x: (x[0] is None, -(x[0] or 0), x[2]))

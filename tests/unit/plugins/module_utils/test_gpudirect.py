@@ -50,6 +50,10 @@ CASES = [
      None, "dmabuf", ["dmabuf"], "ok", "DMA-BUF"),
     ("mlnx_ofed_5_7", {"nvidia_driver": OPEN, "gpudirect": {"libibverbs": "libibverbs.so.1.14.56mlnx40"}},
      None, "dmabuf", ["dmabuf"], "ok", "DMA-BUF"),
+    # 54mlnx1: a build counter, not rdma-core 54 (the fork is of rdma-core 35): the name cannot tell
+    ("mlnx_ofed_5_4", {"nvidia_driver": OPEN, "gpudirect": {"libibverbs": "libibverbs.so.1.14.54mlnx1"}},
+     None, "unknown", [], "not_checked", "cannot tell the rdma-core release of /usr/lib/x86_64-linux-gnu/"
+     "libibverbs.so.1.14.54mlnx1 from its name (check that it exports ibv_reg_dmabuf_mr: nm -D"),
     ("mlnx_ofed_old", {"nvidia_driver": OPEN, "gpudirect": {"libibverbs": "libibverbs.so.1.1.2007mlnx28"}},
      None, "none", [], "drift", "rdma-core 28 has no ibv_reg_dmabuf_mr"),
     ("unknown_name", {"nvidia_driver": OPEN, "gpudirect": {"libibverbs": "libibverbs.so.1.14.custom"}},
@@ -97,8 +101,15 @@ def test_mechanism_on_simulated_nodes(tmp_path, case):
     (["libibverbs.so.1.14.44.0", "libibverbs.so.1.14.50.0"], (50, "upstream")),
     (["libibverbs.so.1.14.2307mlnx47"], (47, "mlnx")),
     (["libibverbs.so.1.14.2410mlnx54"], (54, "mlnx")),
-    (["libibverbs.so.1.14.56mlnx40"], (56, "mlnx")),
-    (["libibverbs.so.1.14.56mlnx40.0"], (56, "mlnx")),
+    # MLNX_OFED 5.x: the number after "mlnx" is the upstream release from 5.5 on, a build counter before
+    (["libibverbs.so.1.14.56mlnx40"], (40, "mlnx")),
+    (["libibverbs.so.1.14.56mlnx40.0"], (40, "mlnx")),
+    (["libibverbs.so.1.14.58mlnx43"], (43, "mlnx")),
+    (["libibverbs.so.1.14.54mlnx1"], (None, "mlnx")),
+    (["libibverbs.so.1.14.55mlnx28"], (28, "mlnx")),
+    (["libibverbs.so.1.14.55mlnx27"], (None, "mlnx")),
+    # what MLNX_OFED really installs: the upstream form of the release it is based on (58mlnx43's library)
+    (["libibverbs.so.1.14.43.0"], (43, "upstream")),
     (["libibverbs.so.1.14.custom", "libibverbs.so.1.14.2307mlnx47"], (47, "mlnx")),
     (["libibverbs.so.1.14.custom"], (None, "unknown")),
     (["libibverbs.so.1", "libibverbs.so"], None),
