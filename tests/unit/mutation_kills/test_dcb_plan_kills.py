@@ -189,3 +189,23 @@ def test_dscp_value(prios, value):
 @pytest.mark.parametrize("lossless,fallback", [(set(), 0), ({0}, 1), ({0, 1, 2}, 3), (set(range(8)), 0)])
 def test_lossy_fallback_boundaries(lossless, fallback):
     assert dp.lossy_fallback(lossless) == fallback
+
+
+def _dscp_writes(cmds):
+    return [c for c in cmds if c[:3] == ["dcb", "app", "add"] or c[:3] == ["dcb", "app", "replace"]]
+
+
+def test_unknown_driver_without_apptrust_pins_the_whole_table_by_default():
+    # a rail whose driver is not known and that has no apptrust: trust follows the DSCP entries (as on mlx5), so
+    # the switch from PCP writes all 64 entries; the default of plan_rail is that rail
+    cmds, _drift = dp.plan_rail("eth0", rail(), want(trust="dscp", pfc_priorities=[3],
+                                                     dscp_map=[{"dscp": 26, "priority": 3}]))
+    (write,) = _dscp_writes(cmds)
+    assert len(write) == 6 + 64 and "26:3" in write and "24:0" in write
+
+
+def test_a_known_generic_driver_without_apptrust_writes_only_the_wanted_entries():
+    cmds, _drift = dp.plan_rail("eth0", rail(), want(trust="dscp", pfc_priorities=[3],
+                                                     dscp_map=[{"dscp": 26, "priority": 3}]),
+                                driver="ice", apptrust=False)
+    assert _dscp_writes(cmds) == [["dcb", "app", "add", "dev", "eth0", "dscp-prio", "26:3"]]
