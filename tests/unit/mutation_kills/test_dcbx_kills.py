@@ -112,7 +112,7 @@ SETTINGS = {"LLDP_NB_DCBX_P1": "False(0)", "LLDP_NB_RX_MODE_P1": "ALL(2)", "LLDP
 def test_parse_mlxconfig_keeps_the_keys_asked_for_after_the_header():
     assert dcbx.parse_mlxconfig(FW_OUT) == SETTINGS
     # before "Configurations:" nothing counts, even a line shaped like a setting
-    assert dcbx.parse_mlxconfig("        DCBX_IEEE_P1     True(1)\n" + FW_OUT.split("Configurations:")[0]) == {}
+    assert dcbx.parse_mlxconfig("        DCBX_IEEE_P1     True(1)\n" + FW_OUT.split("Configurations:", maxsplit=1)[0]) == {}
     assert dcbx.parse_mlxconfig(None) == {}
 
 
