@@ -124,8 +124,7 @@ def plan_apt(profile, kvers, state, run):
     before = sorted(p for p in held if p in meta or kernel.get(p))
     return dict(hold=sorted(hold), release=sorted(release), before=before,
                 after=sorted((held - release | hold) & (meta | set(p for p in kernel if kernel[p]))),
-                not_installed=missing, want=sorted(want),
-                kernels=sorted(set(kernel[p] for p in installed if kernel.get(p))))
+                not_installed=missing, kernels=sorted(set(kernel[p] for p in installed if kernel.get(p))))
 
 
 def plan_dnf(profile, kvers, state, run):
@@ -147,7 +146,7 @@ def plan_dnf(profile, kvers, state, run):
     after = sorted([e[0] for e in locks if e[0] not in release] + want)
     missing = [k for k in kvers if not any(k in v for v in installed.values())]
     return dict(hold=sorted(want), release=sorted(release), before=sorted(e[0] for e in locks), after=after,
-                not_installed=missing, want=after, kernels=sorted(set(k for v in installed.values() for k in v)))
+                not_installed=missing, kernels=sorted(set(k for v in installed.values() for k in v)))
 
 
 def plan(profile, kvers, state, run):
@@ -188,9 +187,11 @@ def apply(profile, kvers, state, run):
 
 def release_key(kver):
     """Order of kernel releases: the numbers in them compared as numbers (``6.1.0-9`` < ``6.1.0-25``,
-    ``5.14.0-427.13.1.el9_4`` < ``5.14.0-503.el9``). An approximation of dpkg's and rpm's version order that holds
+    ``5.14.0-427.13.1.el9_4`` < ``5.14.0-503.el9``), letters as text, and a number newer than letters in the same
+    place (``5.14.0-427.el9`` < ``5.14.0-427.13.1.el9_4``), as rpm's ``rpmvercmp`` (rpmio/rpmvercmp.c: "numeric
+    segments are always newer than alpha segments"). An approximation of dpkg's and rpm's version order that holds
     for the releases the distributions' kernel packages carry; equal keys are not "newer"."""
-    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.findall(r"\d+|[A-Za-z]+", _vr(kver))]
+    return [(1, int(t), "") if t.isdigit() else (0, 0, t) for t in re.findall(r"\d+|[A-Za-z]+", _vr(kver))]
 
 
 def read_record(sysroot):
