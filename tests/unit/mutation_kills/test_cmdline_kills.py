@@ -206,3 +206,13 @@ def test_status_of_nothing_to_do_is_ok():
     doc = cmdline.status_of(types.SimpleNamespace(notes=[]), _plan(["iommu=pt"], ["iommu=pt"]), ["iommu=pt"], [],
                             True)
     assert doc == {"status": "ok", "reason": None, "items": []}
+
+
+def test_grub_asked_for_without_its_update_tools_needs_update_bootloader_false(node):
+    make_debian(node.root, proc="quiet")
+    remove_tools(node.bin, GRUB_TOOLS)
+    with pytest.raises(cmdline.CmdlineError) as e:
+        node.ensure(["iommu=pt"], check=True, bootloader="grub")
+    assert "set update_bootloader=false" in str(e.value)
+    r = node.ensure(["iommu=pt"], check=True, bootloader="grub", update_bootloader=False)
+    assert (r["bootloader"], r["actions"]) == ("grub", ["write " + DROPIN])
