@@ -50,3 +50,38 @@ def test_read_held_defaults_to_the_running_host():
     assert nm.read_held() == {"device": None, "held": False, "text": None, "modules": {},
                               "error": "no /dev/nvidia-fs<N> device exists to hold open (nvidia-fs creates them when "
                                        "it loads)"}
+
+
+_CHILD = r"""
+import os, sys
+from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_modules as nm
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+os.setsid()                                   # a session leader without a controlling terminal, as a daemon is
+res = nm.read_held(Sysroot(sys.argv[1]))
+try:
+    os.close(os.open("/dev/tty", os.O_RDONLY))
+    print("held=%s ctty=yes" % res["held"])
+except OSError:
+    print("held=%s ctty=no" % res["held"])
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/ptmx"), reason="no pseudo-terminals on this host")
+def test_holding_the_device_never_makes_it_the_controlling_terminal(tmp_path):
+    """O_NOCTTY: whatever /dev/nvidia-fs0 turns out to be (here a pseudo-terminal), opening it to hold it must not
+    give the (root) process a controlling terminal that the terminal's owner could then signal."""
+    import subprocess
+    import sys
+    master, slave = os.openpty()
+    try:
+        os.makedirs(str(tmp_path / "dev"))
+        os.symlink(os.ttyname(slave), str(tmp_path / "dev" / "nvidia-fs0"))
+        os.makedirs(str(tmp_path / "proc" / "driver" / "nvidia-fs"))
+        (tmp_path / "proc" / "driver" / "nvidia-fs" / "modules").write_text("rpcrdma: (null)\n")
+        out = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                             timeout=60, stdin=subprocess.DEVNULL, check=False)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert out.stdout.decode().strip() == "held=True ctty=no", out.stderr.decode()
