@@ -191,5 +191,6 @@ def firmware_facts(run, which, bdf):
     settings = parse_mlxconfig(out) if rc == 0 else {}
     if rc != 0 or not settings:
         return {"status": "not_checked", "settings": None,
-                "reason": "mlxconfig -d %s query failed (rc=%s): %s" % (bdf, rc, (err or out or "").strip()[:300])}
+                "reason": "mlxconfig -d %s query failed (rc=%s): %s"
+                % (bdf, rc, (err or out or "").strip()[:300] or "no output")}
     return {"status": "ok", "reason": None, "settings": settings}

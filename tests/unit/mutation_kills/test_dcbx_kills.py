@@ -136,6 +136,8 @@ def test_parse_mlxconfig_keeps_the_keys_asked_for_after_the_header():
     ("0000:17:00.0", "/usr/bin/mlxconfig", (1, FW_OUT, ""),
      {"status": "not_checked", "settings": None,
       "reason": "mlxconfig -d 0000:17:00.0 query failed (rc=1): " + FW_OUT.strip()[:300]}),
+    ("0000:17:00.0", "/usr/bin/mlxconfig", (2, "", None),
+     {"status": "not_checked", "settings": None, "reason": "mlxconfig -d 0000:17:00.0 query failed (rc=2): no output"}),
     ("0000:17:00.0", "/usr/bin/mlxconfig", (0, FW_OUT, ""), {"status": "ok", "reason": None, "settings": SETTINGS}),
 ])
 def test_firmware_facts(bdf, binary, result, expect):
