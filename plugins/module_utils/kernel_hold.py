@@ -48,7 +48,8 @@ class HoldError(Exception):
 def _run(run, argv, what):
     rc, out, err = run(argv)
     if rc != 0:
-        raise HoldError("%s failed (%s, rc=%d): %s" % (what, " ".join(argv), rc, (err or out or "").strip()))
+        raise HoldError("%s failed (%s, rc=%d): %s"
+                        % (what, " ".join(argv), rc, (err or out or "").strip() or "no output"))
     return out
 
 
@@ -77,7 +78,7 @@ def parse_dpkg_installed(text):
             continue
         abbrev, name = line.split("\t", 1)
         if len(abbrev) >= 2 and abbrev[1] == "i" and _PKG_RE.match(name.strip()):
-            out.add(name.strip().split(":")[0])
+            out.add(name.strip())
     return out
 
 
@@ -119,7 +120,6 @@ def plan_apt(profile, kvers, state, run):
         hold = set()
         release = set(p for p in held
                       if p in meta or (kernel.get(p) is not None and (not kvers or kernel[p] in kvers)))
-        want = set()
     missing = [k for k in kvers if not any(kernel.get(p) == k for p in installed)]
     before = sorted(p for p in held if p in meta or kernel.get(p))
     return dict(hold=sorted(hold), release=sorted(release), before=before,

@@ -210,6 +210,7 @@ def test_a_profile_without_a_hold_mechanism_is_named():
     ("ii \tlinux-image-amd64\n", {"linux-image-amd64"}),
     ("hi \tlinux-image-amd64\nrc \tlinux-image-6.1.0-9-amd64\n", {"linux-image-amd64"}),
     ("i\tshort\n", set()),                                 # an abbreviation of one letter has no status
+    ("ii\ttwo-letters\n", {"two-letters"}),
     ("ii \tlinux-image-amd64\tjunk\n", set()),             # a tab in the name is no package name
     ("no tab here\nii \tafter-a-bad-line\n", {"after-a-bad-line"}),
     ("ii  linux-image-amd64\n", set()),                    # spaces, no tab: not the format asked for
@@ -246,3 +247,130 @@ def test_release_key_orders_as_the_package_managers_do(older, newer):
 def test_release_key_is_numbers_then_words():
     assert kh.release_key("6.1.0-50-Amd64.x86_64") == [(1, 6, ""), (1, 1, ""), (1, 0, ""), (1, 50, ""),
                                                       (0, 0, "Amd"), (1, 64, "")]
+
+
+# ------------------------------------------------------------------- apply's failures, the record, messages
+
+def _refusing(run, refused, rc=1, err="E: refused\n", do_nothing=False):
+    """The simulator's tools, but ``refused`` (an argv prefix) fails, or (do_nothing) succeeds without acting."""
+    def wrapped(argv):
+        if argv[:len(refused)] == refused:
+            return (0, "", "") if do_nothing else (rc, "", err)
+        return run(argv)
+    return wrapped
+
+
+@pytest.mark.parametrize("os_id,prof,kver,first,refused,message", [
+    ("debian", "debian12", DEB, None, ["apt-mark", "hold"],
+     "holding %s failed (apt-mark hold %s, rc=1): E: refused" % (", ".join(DEB_PKGS), " ".join(DEB_PKGS))),
+    ("debian", "debian12", DEB, DEB, ["apt-mark", "unhold"],
+     "releasing the hold of linux-headers-%s, linux-image-%s failed (apt-mark unhold linux-headers-%s "
+     "linux-image-%s, rc=1): E: refused" % (DEB, DEB, DEB, DEB)),
+    ("rocky", "el9", EL, None, ["dnf", "-q", "versionlock", "add"],
+     "adding the versionlock entries %s failed (dnf -q versionlock add %s, rc=1): E: refused"
+     % (", ".join(_nvras(EL)), " ".join(_nvras(EL)))),
+    ("rocky", "el9", EL, EL, ["dnf", "-q", "versionlock", "delete"],
+     "deleting the versionlock entries %s failed (dnf -q versionlock delete %s, rc=1): E: refused"
+     % (", ".join(_locks(EL)), " ".join(_locks(EL)))),
+])
+def test_apply_names_the_change_that_failed(tmp_path, os_id, prof, kver, first, refused, message):
+    _root, run = _node(tmp_path, os_id, kver)
+    profile = op.get(prof)
+    if first:
+        kh.apply(profile, [first], "held", run)
+    target = [kver] if first is None else [DEB_NEW if os_id == "debian" else EL_NEW]
+    with pytest.raises(kh.HoldError) as e:
+        kh.apply(profile, target, "held", _refusing(run, refused))
+    assert str(e.value) == message
+
+
+def test_a_failing_command_without_output_says_so(tmp_path):
+    _root, run = _node(tmp_path, "debian", DEB)
+    with pytest.raises(kh.HoldError) as e:
+        kh.apply(op.get("debian12"), [DEB], "held", _refusing(run, ["apt-mark", "hold"], rc=100, err=""))
+    assert str(e.value).endswith("rc=100): no output")
+
+    def out_only(argv):
+        return (1, "E: on stdout\n", "") if argv[:2] == ["apt-mark", "hold"] else run(argv)
+    with pytest.raises(kh.HoldError) as e:
+        kh.apply(op.get("debian12"), [DEB], "held", out_only)
+    assert str(e.value).endswith("rc=1): E: on stdout")
+
+
+@pytest.mark.parametrize("refused,message", [
+    (["apt-mark", "hold"], "the kernel hold did not take: still to hold %s, to release -" % DEB_PKGS),
+    (["apt-mark", "unhold"], "the kernel hold did not take: still to hold -, to release %s" % DEB_PKGS),
+])
+def test_a_change_that_did_not_take_is_an_error(tmp_path, refused, message):
+    _root, run = _node(tmp_path, "debian", DEB)
+    profile = op.get("debian12")
+    if refused[1] == "unhold":
+        kh.apply(profile, [DEB], "held", run)
+        state, kvers = "unheld", []
+    else:
+        state, kvers = "held", [DEB]
+    with pytest.raises(kh.HoldError) as e:
+        kh.apply(profile, kvers, state, _refusing(run, refused, do_nothing=True))
+    assert str(e.value) == message
+
+
+def test_dnf_rpm_rc_0_with_nothing_read_is_no_error():
+    assert kh.plan(op.get("el9"), [EL], "held", _dnf_run(0, ""))["kernels"] == []
+
+
+def test_record_writes_a_new_record_and_check_mode_writes_nothing(tmp_path):
+    sr = Sysroot(str(tmp_path))
+    assert kh.record(sr, [DEB_NEW, DEB], "held", check_mode=True) is True
+    assert kh.read_record(sr) == []
+    assert kh.record(sr, [DEB_NEW, DEB], "held") is True
+    with open(sr.path(kh.STATE_FILE)) as f:
+        assert f.read() == ('{\n  "hold": {\n    "kernel_releases": [\n      "%s",\n      "%s"\n    ]\n  },\n'
+                            '  "kernels": {},\n  "version": 1\n}\n' % (DEB, DEB_NEW))
+    assert kh.record(sr, [DEB, DEB_NEW], "held") is False
+    assert kh.record(sr, [], "unheld", check_mode=True) is True
+    assert kh.read_record(sr) == [DEB, DEB_NEW]
+    assert kh.record(sr, [], "unheld") is True and kh.read_record(sr) == []
+
+
+@pytest.mark.parametrize("text,message", [
+    ('{"version": 1, "kernels": {}, "hold": {"kernel_releases": "6.1.0-50-amd64"}}',
+     "%s: hold.kernel_releases is not a list of kernel releases" % kh.STATE_FILE),
+    ('{"version": 1, "kernels": {}, "hold": {"kernel_releases": [5]}}',
+     "%s: hold.kernel_releases is not a list of kernel releases" % kh.STATE_FILE),
+])
+def test_read_record_refuses_a_bad_hold(tmp_path, text, message):
+    sr = Sysroot(str(tmp_path))
+    sr.write_file_atomic(kh.STATE_FILE, text)
+    with pytest.raises(kh.HoldError) as e:
+        kh.read_record(sr)
+    assert str(e.value) == message
+
+
+def test_read_record_names_an_unreadable_record_and_the_fix(tmp_path):
+    sr = Sysroot(str(tmp_path))
+    sr.write_file_atomic(kh.STATE_FILE, "{not json")
+    with pytest.raises(kh.HoldError) as e:
+        kh.read_record(sr)
+    assert str(e.value).startswith(kh.STATE_FILE) and str(e.value).endswith("; rerun the vendor_nfs_client role")
+
+
+@pytest.mark.parametrize("kvers,state,message", [
+    ([DEB], "locked", "state must be held or unheld, not 'locked'"),
+    ([], "held", "a kernel hold needs the kernel release(s) to hold"),
+])
+def test_check_messages(kvers, state, message):
+    with pytest.raises(kh.HoldError) as e:
+        kh.check(op.get("debian12"), kvers, state)
+    assert str(e.value) == message
+
+
+def test_a_hold_of_two_kernels_released_and_holding_names_both(tmp_path):
+    root, sr, run, profile = _held_node(tmp_path)
+    assert pkg.run(root, ["apt-get", "install", "-y", "linux-image-" + DEB_NEW])[0] == 0
+    kh.apply(profile, [DEB, DEB_NEW], "held", run)
+    kh.record(sr, [DEB, DEB_NEW], "held")
+    assert kh.hold_status(sr, run, profile)["reason"].startswith(
+        "the kernel hold of %s, %s holds (apt-mark)" % (DEB, DEB_NEW))
+    assert pkg.run(root, ["apt-mark", "unhold", "linux-image-" + DEB, "linux-image-" + DEB_NEW])[0] == 0
+    assert kh.hold_status(sr, run, profile)["reason"] == (
+        "the hold of %s, %s was released (linux-image-%s, linux-image-%s)%s" % (DEB, DEB_NEW, DEB, DEB_NEW, AGAIN))

@@ -13,6 +13,7 @@ import os
 import pytest
 
 from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_modules as nm
+from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
 
 
 def test_parse_modules_splits_at_the_first_colon_and_needs_a_name():
@@ -78,6 +79,9 @@ def test_holding_the_device_never_makes_it_the_controlling_terminal(tmp_path):
         os.symlink(os.ttyname(slave), str(tmp_path / "dev" / "nvidia-fs0"))
         os.makedirs(str(tmp_path / "proc" / "driver" / "nvidia-fs"))
         (tmp_path / "proc" / "driver" / "nvidia-fs" / "modules").write_text("rpcrdma: (null)\n")
+        # here too, so that make mutation's test selection (it runs the tests that call read_held) picks this test;
+        # pytest is no session leader, so this open could not take a controlling terminal either way
+        assert nm.read_held(Sysroot(str(tmp_path)))["held"] is True
         out = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
                              timeout=60, stdin=subprocess.DEVNULL, check=False)
