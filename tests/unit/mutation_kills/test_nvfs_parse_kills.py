@@ -71,6 +71,8 @@ def _m(mp, tag):
     ([_m("/", "root"), _m("/data", "old"), _m("/data", "new")], "/data/f", "new"),   # over-mounted: the last
     ([_m("/", "root"), _m("/data", "data")], "/", "root"),
     ([_m("/data", "data")], "/datax/f", None),
+    ([_m("/", "root"), _m("/data", "data")], "/data ", "root"),          # a name ending in a space is another
+    ([_m("/", "root"), _m("/data", "data")], "/dataX", "root"),
 ])
 def test_mount_for(mounts, path, tag):
     got = p.mount_for(mounts, path)
@@ -114,6 +116,7 @@ def test_load_cufile_json_messages():
 def test_cufile_config_merges_and_leaves_out_what_is_not_given():
     base = {"properties": {"max_direct_io_size_kb": 16384}, "logging": {"level": "ERROR"}}
     assert p.cufile_config(base, properties={}) == base
+    assert p.cufile_config({"logging": {}}, properties={}) == {"logging": {}}
     assert p.cufile_config(base, allow_compat_mode=False, log_dir="/var/log/cufile") == {
         "properties": {"max_direct_io_size_kb": 16384, "allow_compat_mode": False},
         "logging": {"level": "ERROR", "dir": "/var/log/cufile"}}
