@@ -168,8 +168,8 @@ def validate_devices_ports(sysroot, devices_ports):
         wanted = available if port is None else [port]
         for p in wanted:
             try:
-                p = int(p)
-            except (TypeError, ValueError):
+                p = _as_int(p, "port")
+            except ValueError:
                 raise RdmaCmError("invalid port %r for RDMA device %s" % (p, ibdev))
             if p not in available:
                 raise RdmaCmError("RDMA device %s has no port %d (ports: %s)"
