@@ -197,8 +197,8 @@ def test_status_of_with_conflicts(check_mode):
     assert doc["reason"] == ("/etc/default/grub has iommu=on in GRUB_CMDLINE_LINUX, which conflicts with iommu=pt: "
                              "remove it there; then run update-grub (the collection never rewrites the admin's GRUB "
                              "files)")
-    want = item("bootloader", "iommu", None, "iommu=pt") if check_mode else item("bootloader", "iommu", "iommu=on",
-                                                                                  "iommu=pt")
+    want = (item("bootloader", "iommu", None, "iommu=pt") if check_mode
+            else item("bootloader", "iommu", "iommu=on", "iommu=pt"))
     assert doc["items"] == [conflict, want]
 
 

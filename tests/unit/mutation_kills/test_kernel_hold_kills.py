@@ -245,8 +245,8 @@ def test_release_key_orders_as_the_package_managers_do(older, newer):
 
 
 def test_release_key_is_numbers_then_words():
-    assert kh.release_key("6.1.0-50-Amd64.x86_64") == [(1, 6, ""), (1, 1, ""), (1, 0, ""), (1, 50, ""),
-                                                      (0, 0, "Amd"), (1, 64, "")]
+    assert kh.release_key("6.1.0-50-Amd64.x86_64") == [
+        (1, 6, ""), (1, 1, ""), (1, 0, ""), (1, 50, ""), (0, 0, "Amd"), (1, 64, "")]
 
 
 # ------------------------------------------------------------------- apply's failures, the record, messages

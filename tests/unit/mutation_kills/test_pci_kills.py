@@ -76,8 +76,8 @@ def test_readers_at_their_bounds():
     cfg = pci.ConfigSpace(bytes(range(8)))
     assert (cfg.u8(0), cfg.u8(7), cfg.u8(8), cfg.u8(-1)) == (0, 7, None, None)
     assert (cfg.u16(0), cfg.u16(6), cfg.u16(7), cfg.u16(-1)) == (0x0100, 0x0706, None, None)
-    assert (cfg.u32(0), cfg.u32(4), cfg.u32(5), cfg.u32(6), cfg.u32(-1)) == (0x03020100, 0x07060504, None, None,
-                                                                            None)
+    assert (cfg.u32(0), cfg.u32(4), cfg.u32(5), cfg.u32(6), cfg.u32(-1)) == (
+        0x03020100, 0x07060504, None, None, None)
     assert pci.ConfigSpace(b"\xff\xff").u16(0) == 0xFFFF
 
 

@@ -354,8 +354,8 @@ def test_a_port_that_reads_back_another_value_fails_alone(tmp_path):
 
 def test_a_failed_port_without_an_after_value_lists_no_change():
     entry = {"device": "mlx5_0", "port": 1, "before": 0, "after": None}
-    assert rdma_cm._port_result(entry, 106, "mlx5_0/1: boom") == outcome("mlx5_0/1", "failed",
-                                                                          error="mlx5_0/1: boom")
+    assert rdma_cm._port_result(entry, 106, "mlx5_0/1: boom") == outcome(
+        "mlx5_0/1", "failed", error="mlx5_0/1: boom")
 
 
 class LoadedMeanwhile(Sysroot):
