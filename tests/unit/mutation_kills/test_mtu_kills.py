@@ -91,9 +91,11 @@ def test_validate_rails_returns_the_list():
 
 # ------------------------------------------------------------------------------------------------ ip -d -j link
 
-def _link(ifindex=None, mtu_=None, min_mtu=None, max_mtu=None, master=None, lower=None, kind=None, slave_kind=None):
-    return {"ifindex": ifindex, "mtu": mtu_, "min_mtu": min_mtu, "max_mtu": max_mtu, "master": master,
-            "lower": lower, "kind": kind, "slave_kind": slave_kind}
+def _link(**known):
+    """A parsed link: the fields not given are None."""
+    link = dict.fromkeys(("ifindex", "mtu", "min_mtu", "max_mtu", "master", "lower", "kind", "slave_kind"))
+    link.update(known)
+    return link
 
 
 @pytest.mark.parametrize("data, links", [
@@ -101,7 +103,7 @@ def _link(ifindex=None, mtu_=None, min_mtu=None, max_mtu=None, master=None, lowe
     (["junk", {"ifname": 5, "mtu": 1500}, {"mtu": 1500},
       {"ifindex": 2, "ifname": "ens1", "mtu": 9000, "min_mtu": 68, "max_mtu": 9978, "master": "bond0",
        "linkinfo": {"info_slave_kind": "bond"}}],
-     {"ens1": _link(2, 9000, 68, 9978, "bond0", None, None, "bond")}),
+     {"ens1": _link(ifindex=2, mtu=9000, min_mtu=68, max_mtu=9978, master="bond0", slave_kind="bond")}),
     # values of the wrong type are unknown; max_mtu 0 is no limit
     ([{"ifindex": "3", "ifname": "bond0", "mtu": "9000", "min_mtu": True, "max_mtu": 0, "master": 7, "link": 4,
        "linkinfo": {"info_kind": "bond"}}],
@@ -110,7 +112,7 @@ def _link(ifindex=None, mtu_=None, min_mtu=None, max_mtu=None, master=None, lowe
      {"e": _link()}),
     ([{"ifindex": 9, "ifname": "ens1.7", "mtu": 1500, "min_mtu": 0, "max_mtu": 65535, "link": "ens1",
        "linkinfo": VLAN}],
-     {"ens1.7": _link(9, 1500, 0, 65535, None, "ens1", "vlan")}),
+     {"ens1.7": _link(ifindex=9, mtu=1500, min_mtu=0, max_mtu=65535, lower="ens1", kind="vlan")}),
 ])
 def test_parse_links_every_field(data, links):
     assert mtu.parse_links(json.dumps(data)) == links
@@ -326,9 +328,11 @@ def _tree(tmp_path, devs):
     return Sysroot(str(tmp_path))
 
 
-def _port(rail, ibdev, max_mtu=None, active=None, expected=None, readable=False, reason=None):
+def _port(rail, ibdev, mtus=None, reason=None):
+    """An entry of rdma_ports: readable with ``mtus`` (max_mtu, active_mtu, expected), else with ``reason``."""
+    max_mtu, active, expected = mtus or (None, None, None)
     return {"rail": rail, "ibdev": ibdev, "port": 1, "max_mtu": max_mtu, "active_mtu": active, "expected": expected,
-            "readable": readable, "reason": reason}
+            "readable": mtus is not None, "reason": reason}
 
 
 ASK1 = ("-d", "mlx5_1", "-i", "1")  # the arguments of ibv_devinfo for mlx5_1 alone
@@ -338,11 +342,11 @@ ASK1 = ("-d", "mlx5_1", "-i", "1")  # the arguments of ibv_devinfo for mlx5_1 al
     # the device the listing lacks answers on its own: its max_mtu caps the expected MTU
     ({(): (0, block("mlx5_0", 1, 4096, 4096), ""), ASK1: (0, block("mlx5_1", 1, 2048, 2048), "")},
      {"ens1": 9000, "ens2": 9000}, ["mlx5_1"],
-     [_port("ens1", "mlx5_0", 4096, 4096, 4096, True), _port("ens2", "mlx5_1", 2048, 2048, 2048, True)]),
+     [_port("ens1", "mlx5_0", (4096, 4096, 4096)), _port("ens2", "mlx5_1", (2048, 2048, 2048))]),
     # no netdev MTU: nothing expected
     ({(): (0, block("mlx5_0", 1, 4096, 1024), ""), ASK1: (0, block("mlx5_1", 1, 4096, 4096), "")},
      {"ens1": 0}, ["mlx5_1"],
-     [_port("ens1", "mlx5_0", 4096, 1024, None, True), _port("ens2", "mlx5_1", 4096, 4096, None, True)]),
+     [_port("ens1", "mlx5_0", (4096, 1024, None)), _port("ens2", "mlx5_1", (4096, 4096, None))]),
     # the device's own answer lacks the port; a failed one says why, cut to 200 characters
     ({(): (0, "", ""), ASK1: (0, block("mlx5_1", 2, 4096, 4096), "")}, {}, ["mlx5_0", "mlx5_1"],
      [_port("ens1", "mlx5_0", reason="ibv_devinfo -d mlx5_0 -i 1 gave no active_mtu (rc=0): "),
@@ -354,7 +358,7 @@ ASK1 = ("-d", "mlx5_1", "-i", "1")  # the arguments of ibv_devinfo for mlx5_1 al
     ({(): (255, block("mlx5_0", 1, 4096, 1024) + block("mlx5_1", 1, 4096, 1024), "Failed to open device"),
       ASK1: (0, block("mlx5_1", 1, 4096, 4096), "")}, {"ens1": 4200, "ens2": 4200}, ["mlx5_0", "mlx5_1"],
      [_port("ens1", "mlx5_0", reason="ibv_devinfo -d mlx5_0 -i 1 gave no active_mtu (rc=0): "),
-      _port("ens2", "mlx5_1", 4096, 4096, 4096, True)]),
+      _port("ens2", "mlx5_1", (4096, 4096, 4096))]),
     ({(): (127, "", "ibv_devinfo: not found")}, {"ens1": 9000}, [],
      [_port("ens1", "mlx5_0", reason="ibv_devinfo is not installed (rdma-core's ibverbs-utils)"),
       _port("ens2", "mlx5_1", reason="ibv_devinfo is not installed (rdma-core's ibverbs-utils)")]),
@@ -375,17 +379,17 @@ NOTE = "RDMA port %s/1 of rail %s: active MTU %d although the rail's MTU %d carr
 
 
 @pytest.mark.parametrize("port, netdev_mtu, note", [
-    (_port("ens2", "mlx5_1", 2048, 2048, readable=True), 9000, NOTE % ("mlx5_1", "ens2", 2048, 9000,
+    (_port("ens2", "mlx5_1", (2048, 2048, None)), 9000, NOTE % ("mlx5_1", "ens2", 2048, 9000,
                                                                        " (the port's max_mtu is 2048)")),
-    (_port("ens2", "mlx5_1", 4096, 1024, readable=True), 4192, NOTE % ("mlx5_1", "ens2", 1024, 4192, "")),
-    (_port("ens2", "mlx5_1", None, 1024, readable=True), 9000, NOTE % ("mlx5_1", "ens2", 1024, 9000, "")),
-    (_port("ens2", "mlx5_1", 4096, 4096, readable=True), 9000, None),
-    (_port("ens2", "mlx5_1", 4096, 1024, readable=True), 4191, None),
+    (_port("ens2", "mlx5_1", (4096, 1024, None)), 4192, NOTE % ("mlx5_1", "ens2", 1024, 4192, "")),
+    (_port("ens2", "mlx5_1", (None, 1024, None)), 9000, NOTE % ("mlx5_1", "ens2", 1024, 9000, "")),
+    (_port("ens2", "mlx5_1", (4096, 4096, None)), 9000, None),
+    (_port("ens2", "mlx5_1", (4096, 1024, None)), 4191, None),
 ])
 def test_port_warnings_after_ports_that_are_skipped(port, netdev_mtu, note):
     """The first ports are skipped (unreadable; no netdev MTU): the last one is still judged."""
     ports = [_port("ens1", "mlx5_0", reason="ibv_devinfo is not installed (rdma-core's ibverbs-utils)"),
-             _port("ens3", "mlx5_2", 4096, 1024, readable=True), port]
+             _port("ens3", "mlx5_2", (4096, 1024, None)), port]
     want = [] if note is None else [{"concern": "mtu", "object": "mlx5_1/1", "key": "active_mtu",
                                      "current": port["active_mtu"], "desired": 4096, "note": note}]
     assert mtu.port_warnings(ports, {"ens1": 9000, "ens2": netdev_mtu}) == want
