@@ -368,7 +368,7 @@ VERDICT_CASES = [
     ("counters-unavailable", transfer(), dict((k, None) for k in C0), dict((k, None) for k in C0), True, False,
      ["counters are not available"], False, []),
     ("io-errors-counted", transfer(), C0, moved(reads=4, read_mib=16, writes=4, write_mib=16, write_err=2), True,
-     True, [], False, []),
+     True, [], False, ["counted 2 read/write errors"]),
     ("driver-open-fails", transfer(driver_open={"err": 5001, "name": "CU_FILE_DRIVER_NOT_INITIALIZED"},
                                    handle_register={"err": 5001, "name": "CU_FILE_DRIVER_NOT_INITIALIZED"},
                                    write=None, read=None, file_check=None, gpu_check=None, data_matched=False,
