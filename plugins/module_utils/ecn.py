@@ -320,7 +320,7 @@ def apply_ecn(sysroot, rails, desired, check_mode, firmware=None):
     for rail in rails:
         entry = {"rail": rail, "source": None, "reason": None, "not_checked": None, "firmware": None, "before": None,
                  "after": None, "error": None}
-        drift = []
+        drift, written, fw_seen = [], [], {}
         try:
             st = read_rail(sysroot, rail)
             out["state"][rail] = st
@@ -328,7 +328,6 @@ def apply_ecn(sysroot, rails, desired, check_mode, firmware=None):
                          before=summary(st, p))
             writes, drift = plan_rail(st, want)
             fw, fw_items = _firmware(sysroot, rail, st, p, firmware)
-            fw_seen = {}
             if fw is not None:
                 fw_seen[FIRMWARE_KEY % p] = fw["enabled"]
                 if fw["status"] != concerns.OK:
@@ -338,6 +337,7 @@ def apply_ecn(sysroot, rails, desired, check_mode, firmware=None):
             if writes and not check_mode:
                 for path, value in writes:
                     sysroot.write_attr(path, "%d\n" % value)
+                    written.append(path)
                 after = read_rail(sysroot, rail)
                 left = plan_rail(after, want)[1]
                 entry["after"] = dict(summary(after, p), **fw_seen)
@@ -353,7 +353,19 @@ def apply_ecn(sysroot, rails, desired, check_mode, firmware=None):
             msg = str(e) if isinstance(e, EcnError) else "rail %s: %s" % (rail, e)
             entry["error"] = msg
             out["errors"].append(msg)
-            changes = [results.change(d["key"], d["current"], d["desired"]) for d in drift] if entry["after"] else []
+            changes = []
+            if written:
+                # a partial failure says what did change: the rail as it reads now against before
+                if entry["after"] is None:
+                    try:
+                        entry["after"] = dict(summary(read_rail(sysroot, rail), p), **fw_seen)
+                    except (EcnError, IOError, OSError):
+                        pass
+                before, after = entry["before"] or {}, entry["after"] or {}
+                changes = [results.change(k, before[k], after[k]) for k in sorted(after)
+                           if k in before and after[k] != before[k]]
+                # unreadable after a write: something may have changed
+                out["changed"] = out["changed"] or bool(changes) or entry["after"] is None
             out["results"].append(results.result(rail, results.FAILED, msg, changes))
         out["rails"].append(entry)
     return out

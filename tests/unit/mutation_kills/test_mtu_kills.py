@@ -379,8 +379,8 @@ NOTE = "RDMA port %s/1 of rail %s: active MTU %d although the rail's MTU %d carr
 
 
 @pytest.mark.parametrize("port, netdev_mtu, note", [
-    (_port("ens2", "mlx5_1", (2048, 2048, None)), 9000, NOTE % ("mlx5_1", "ens2", 2048, 9000,
-                                                                       " (the port's max_mtu is 2048)")),
+    (_port("ens2", "mlx5_1", (2048, 2048, None)), 9000,
+     NOTE % ("mlx5_1", "ens2", 2048, 9000, " (the port's max_mtu is 2048)")),
     (_port("ens2", "mlx5_1", (4096, 1024, None)), 4192, NOTE % ("mlx5_1", "ens2", 1024, 4192, "")),
     (_port("ens2", "mlx5_1", (None, 1024, None)), 9000, NOTE % ("mlx5_1", "ens2", 1024, 9000, "")),
     (_port("ens2", "mlx5_1", (4096, 4096, None)), 9000, None),
