@@ -17,17 +17,10 @@ from gpufabric_sim.tree import build_tree
 
 from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from consumers import write
 
 RDMA = "sys/kernel/config/rdma_cm"
 ATTR = "/sys/kernel/config/rdma_cm/%s/ports/%d/default_roce_tos"
-
-
-def _w(path, text):
-    d = os.path.dirname(path)
-    if not os.path.isdir(d):
-        os.makedirs(d)
-    with open(path, "w") as f:
-        f.write(text)
 
 
 def build(root, devices=None, configfs=True, groups=None, mounts="sysfs /sys sysfs rw 0 0\n"):
@@ -35,15 +28,15 @@ def build(root, devices=None, configfs=True, groups=None, mounts="sysfs /sys sys
     root = str(root)
     for ibdev, n in (devices or {"mlx5_0": 1}).items():
         for port in range(1, n + 1):
-            _w(os.path.join(root, "sys/class/infiniband", ibdev, "ports", str(port), "link_layer"), "Ethernet\n")
+            write(root, os.path.join("sys/class/infiniband", ibdev, "ports", str(port), "link_layer"), "Ethernet\n")
     if mounts is not None:
-        _w(os.path.join(root, "proc/mounts"), mounts)
+        write(root, "proc/mounts", mounts)
     if configfs:
         os.makedirs(os.path.join(root, RDMA))
     for ibdev, ports in (groups or {}).items():
         os.makedirs(os.path.join(root, RDMA, ibdev), exist_ok=True)
         for port, tos in ports.items():
-            _w(os.path.join(root, RDMA, ibdev, "ports", str(port), "default_roce_tos"), "%s\n" % tos)
+            write(root, os.path.join(RDMA, ibdev, "ports", str(port), "default_roce_tos"), "%s\n" % tos)
     return Sysroot(root)
 
 
@@ -54,7 +47,7 @@ def kernel(root, devices):
             for port in os.listdir(os.path.join(str(root), "sys/class/infiniband", ibdev, "ports")):
                 attr = os.path.join(str(root), RDMA, ibdev, "ports", port, "default_roce_tos")
                 if os.path.isdir(os.path.join(str(root), RDMA, ibdev)) and not os.path.exists(attr):
-                    _w(attr, "0\n")
+                    write("/", attr, "0\n")
     return sleep
 
 

@@ -16,16 +16,9 @@ import pytest
 
 from ansible_collections.gpufabric.node.plugins.module_utils import sysctl
 from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from consumers import write
 
 CONF = "proc/sys/net/ipv4/conf"
-
-
-def _w(path, text):
-    d = os.path.dirname(path)
-    if not os.path.isdir(d):
-        os.makedirs(d)
-    with open(path, "w") as f:
-        f.write(text)
 
 
 def build(root, rails=("ens1np0",), values=None, conf=None):
@@ -35,7 +28,7 @@ def build(root, rails=("ens1np0",), values=None, conf=None):
         os.makedirs(os.path.join(str(root), "sys/class/net", r))
     for iface in ["all", "default"] + list(rails if conf is None else conf):
         for key in sysctl.KEYS:
-            _w(os.path.join(str(root), CONF, iface, key), values.get((iface, key), "0\n"))
+            write(root, os.path.join(CONF, iface, key), values.get((iface, key), "0\n"))
     return Sysroot(str(root))
 
 
@@ -242,7 +235,7 @@ def test_manage_whole_result_with_own_path(tmp_path):
 
 def test_manage_file_drift_differs_and_failed_write_keeps_old_line(tmp_path):
     build(tmp_path)
-    _w(os.path.join(str(tmp_path), sysctl.SYSCTL_FILE.lstrip("/")), "net.ipv4.conf.all.rp_filter = 1\n")
+    write(tmp_path, sysctl.SYSCTL_FILE, "net.ipv4.conf.all.rp_filter = 1\n")
     res = sysctl.manage(FailingWrite(str(tmp_path)), ["ens1np0"], {}, False)
     assert res["drift"][-1] == {"concern": "sysctl", "object": sysctl.SYSCTL_FILE, "key": "content",
                                 "current": "differs", "desired": "managed"}
