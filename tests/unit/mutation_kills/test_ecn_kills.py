@@ -312,6 +312,16 @@ def test_a_fix_on_debugfs_writes_in_order_and_shows_the_firmware_before_and_afte
     assert out["results"] == [res("changed", [("cnp_dscp", 26, 48), ("cnp_priority_mode", 1, 0)])]
 
 
+def test_a_debugfs_rail_that_fails_part_way_keeps_the_firmware_reading():
+    sr = host(debugfs=dict(dscp="26", mode="1"), refuse_after=1)
+    out = ecn.apply_ecn(sr, [RAIL], DESIRED, False, Firmware("ok", True))
+    before = {"source": "debugfs", "np_enable:3": None, "rp_enable:3": None, "cnp_dscp": 26, "cnp_priority": 6,
+              "cnp_priority_mode": 1, "firmware_cc_prio:3": True}
+    assert out["rails"][0]["after"] == dict(before, cnp_dscp=48)
+    assert out["results"] == [res("failed", [("cnp_dscp", 26, 48)], "rail ens1np0: write refused")]
+    assert out["changed"] is True
+
+
 @pytest.mark.parametrize("read, not_checked", [
     (None, LOCKED + "; " + NOT_QUERIED),
     (Firmware("not_checked", None, NO_TOOL), LOCKED + "; " + NO_TOOL),
