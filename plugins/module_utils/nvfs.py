@@ -342,6 +342,7 @@ def verdict(transfer, before, after, expected, nvfs_loaded):
     delta = counter_delta(before, after) if before and after else None
     counters_ok = False
     compat = False
+    io_errors = None
     if not nvfs_loaded:
         if data_ok:
             compat = True
@@ -369,10 +370,11 @@ def verdict(transfer, before, after, expected, nvfs_loaded):
                                "(compatibility mode) although allow_compat_mode=false.")
         errs = (delta.get("read_err") or 0) + (delta.get("write_err") or 0)
         if errs:
-            # kept as a warning when the transfer is proven anyway (the counters are the whole device's)
-            (warns if data_ok and counters_ok and not t.get("error") else reasons).append(
-                "nvidia-fs counted %d read/write errors during the test transfer (see dmesg)." % errs)
+            io_errors = "nvidia-fs counted %d read/write errors during the test transfer (see dmesg)." % errs
     active = bool(data_ok and counters_ok and not t.get("error"))
+    if io_errors:
+        # a warning when the transfer is proven anyway (the counters are the whole device's)
+        (warns if active else reasons).append(io_errors)
     if not active and not reasons:
         reasons.append("The test transfer did not verify its data.")
     return active, (reasons if not active else []), warns, compat
