@@ -226,8 +226,8 @@ def wait_for_ports(sysroot, ibdev, ports, timeout=PORTS_WAIT_S, sleep=None, cloc
             return
         if clock() >= deadline:
             raise RdmaCmError(
-                "created %s/%s but port(s) %s did not appear under ports/ within %.1f s: is %s a registered "
-                "RDMA device (rdma link show)?" % (RDMA_CM, ibdev, ", ".join(str(p) for p in missing), timeout, ibdev))
+                "port(s) %s did not appear under %s/%s/ports/ within %.1f s: is %s a registered RDMA device "
+                "(rdma link show)?" % (", ".join(str(p) for p in missing), RDMA_CM, ibdev, timeout, ibdev))
         sleep(PORTS_POLL_S)
 
 

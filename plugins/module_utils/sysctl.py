@@ -272,7 +272,8 @@ def manage(sysroot, rails, values, check_mode, path=SYSCTL_FILE):
             raise SysctlError("%s/%s does not exist: the rail is not in this network namespace or IPv4 is "
                               "disabled on it" % (CONF_DIR, iface))
     live = apply_live(sysroot, settings, check_mode)
-    content = render_conf(recorded_settings(settings, live["failed"], sysroot.read_raw(path, None)))
+    prior = sysroot.read_raw(path, None)
+    content = render_conf(recorded_settings(settings, live["failed"], prior))
     filed = persist(sysroot, content, check_mode, path)
     settings_out = {}
     for (iface, key), value in sorted(live["after"].items()):
@@ -287,7 +288,7 @@ def manage(sysroot, rails, values, check_mode, path=SYSCTL_FILE):
         "live_changed": live["changed"],
         "file_changed": filed["changed"],
         "drift": live["drift"] + ([{"concern": "sysctl", "object": path, "key": "content",
-                                    "current": "differs" if filed["before"] else "missing",
+                                    "current": "missing" if prior is None else "differs",
                                     "desired": "managed"}] if filed["changed"] else []),
         "settings": settings_out,
         "effective_rp_filter": effective_rp_filter(live["after"], rails),

@@ -246,6 +246,15 @@ def test_manage_file_drift_differs_and_failed_write_keeps_old_line(tmp_path):
     assert res["live_after"] == res["live_before"] == _live_text(ZEROS)
 
 
+def test_manage_empty_file_is_reported_as_differing_not_missing(tmp_path):
+    """An empty file the collection's path names exists: its drift says "differs", as for any other content."""
+    build(tmp_path)
+    write(tmp_path, sysctl.SYSCTL_FILE, "")
+    res = sysctl.manage(Sysroot(str(tmp_path)), ["ens1np0"], {}, True)
+    assert res["drift"][-1] == {"concern": "sysctl", "object": sysctl.SYSCTL_FILE, "key": "content",
+                                "current": "differs", "desired": "managed"}
+
+
 # ------------------------------------------------------------------------------------------------ persist
 
 def test_persist_writes_mode_0644_and_reports_before(tmp_path):
