@@ -93,6 +93,22 @@ def prepare(work, judge, files, pytest_args, fresh=True):
     return target
 
 
+SHM_MIN_FREE = 1 << 30   # a container's 64 MiB /dev/shm would run out: the disk is used there
+
+
+def mutant_env():
+    """The environment of mutmut's test runs: their temporary trees (a simulated node's sysfs is thousands of small
+    files, written for every test of every mutant) go to memory where /dev/shm is writable; on a disk that costs
+    about six times as long."""
+    env = dict(os.environ)
+    shm = "/dev/shm"
+    if "TMPDIR" not in env and os.path.isdir(shm) and os.access(shm, os.W_OK):
+        st = os.statvfs(shm)
+        if st.f_bavail * st.f_frsize >= SHM_MIN_FREE:
+            env["TMPDIR"] = shm
+    return env
+
+
 def run_judge(args, judge, files):
     work = os.path.join(args.workdir, judge["module"])
     target = os.path.join(COLL, "plugins", "module_utils", judge["module"] + ".py")
@@ -112,7 +128,7 @@ def run_judge(args, judge, files):
     start = time.time()
     with open(log, "a" if args.recheck else "w", encoding="utf-8") as out:
         rc = subprocess.call([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs)] + names,
-                             cwd=work, stdout=out, stderr=subprocess.STDOUT)
+                             cwd=work, stdout=out, stderr=subprocess.STDOUT, env=mutant_env())
     codes_now = read_codes(work, target, judge, rc)
     if args.recheck:
         # a changed test selection makes mutmut forget every verdict; the ones not re-run are the last run's kills
