@@ -95,13 +95,14 @@ class GrubDropinBackend(object):
     def _files(self):
         """(prefix, suffix): /etc/default/grub and the drop-ins sorting before ours, and those after it."""
         names = [n for n in self.sysroot.listdir(GRUB_DROPIN_DIR) if n.endswith(".cfg") and n != GRUB_DROPIN_NAME]
-        # /bin/sh expands grub.d/*.cfg in byte order under LC_ALL=C
-        names.sort(key=lambda n: n.encode("utf-8"))
-        ours = GRUB_DROPIN_NAME.encode("utf-8")
+        # /bin/sh expands grub.d/*.cfg in byte order under LC_ALL=C; os.fsencode gives back the name's own bytes,
+        # also for a name that is not UTF-8 (listdir decoded it with surrogateescape)
+        names.sort(key=os.fsencode)
+        ours = os.fsencode(GRUB_DROPIN_NAME)
         d = self.sysroot.path(GRUB_DROPIN_DIR)
         prefix = [self.sysroot.path(GRUB_DEFAULT)] if self.sysroot.exists(GRUB_DEFAULT) else []
-        prefix += [os.path.join(d, n) for n in names if n.encode("utf-8") < ours]
-        suffix = [os.path.join(d, n) for n in names if n.encode("utf-8") > ours]
+        prefix += [os.path.join(d, n) for n in names if os.fsencode(n) < ours]
+        suffix = [os.path.join(d, n) for n in names if os.fsencode(n) > ours]
         return prefix, suffix
 
     def _source(self, files, candidate=None):
