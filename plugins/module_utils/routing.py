@@ -228,7 +228,8 @@ def rail_ipv4(ipr, rails, by_name=None):
                 flags = msg["flags"]
             if flags & 0x01:  # IFA_F_SECONDARY
                 continue
-            chosen = (rail, _attr(msg, "IFA_ADDRESS") or _attr(msg, "IFA_LOCAL"), msg["prefixlen"])
+            # IFA_LOCAL is this end; IFA_ADDRESS is the peer on a point-to-point address (include/uapi/linux/if_addr.h)
+            chosen = (rail, _attr(msg, "IFA_LOCAL") or _attr(msg, "IFA_ADDRESS"), msg["prefixlen"])
             break
         if chosen is None:
             raise RoutingError("rail %s has no IPv4 address: per-rail routing needs one (ip -4 addr show dev %s)"
@@ -310,10 +311,65 @@ def load_state(sysroot, path=STATE_FILE):
         state = json.loads(raw)
     except (ValueError, RecursionError) as e:   # RecursionError: nested deeper than the parser's limit
         raise RoutingError("%s is not valid JSON (%s): remove it or rerun rail_sysctl with routing" % (path, e))
-    if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-        raise RoutingError("%s has an unknown format (version %r)" % (path, state.get("version")
-                                                                      if isinstance(state, dict) else None))
+    version = state.get("version") if isinstance(state, dict) else None
+    if isinstance(version, bool) or version != STATE_VERSION:
+        raise RoutingError("%s has an unknown format (version %r)" % (path, version))
+    problem = state_problem(state)
+    if problem:
+        # its tables are the ones a run deletes routes and rules from: never act on a file the collection did not write
+        raise RoutingError("%s is not a state file the collection wrote: %s; remove it and run the rail network "
+                           "role again" % (path, problem))
     return state
+
+
+def _is_int(v, low, high):
+    return isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def _is_ipv4(v):
+    try:
+        return isinstance(v, str) and str(ipaddress.IPv4Address(u"%s" % v)) == v
+    except ValueError:
+        return False
+
+
+def _is_ifname(v):
+    """net/core/dev.c dev_valid_name: 1..15 bytes, not "." or "..", no "/", ":" or white space."""
+    return (isinstance(v, str) and 0 < len(v.encode("utf-8", "surrogateescape")) < 16 and v not in (".", "..")
+            and not any(c in "/:" or c.isspace() or ord(c) < 32 for c in v))
+
+
+def state_problem(state):
+    """What makes a version-1 state document differ from what render_state writes, or None."""
+    try:
+        validate_priority(state.get("rule_priority"))
+    except ValueError as e:
+        return str(e).replace("routing_rule_priority", "rule_priority")
+    rails = state.get("rails", [])
+    if not isinstance(rails, list):
+        return "rails must be a list"
+    owner = {}
+    for i, r in enumerate(rails):
+        where = "rails[%d]" % i
+        if not isinstance(r, dict):
+            return "%s must be an object" % where
+        table = r.get("table")
+        if not _is_int(table, 0, 0xFFFFFFFF):
+            return "%s.table must be an integer in 1..4294967295 (got %r)" % (where, table)
+        if table in RESERVED_TABLES:
+            return "%s.table %d is reserved (253 default, 254 main, 255 local)" % (where, table)
+        if table in owner:
+            return "%s.table %d is also %s's" % (where, table, owner[table])
+        owner[table] = where
+        if not _is_ifname(r.get("rail")):
+            return "%s.rail must be an interface name (got %r)" % (where, r.get("rail"))
+        if not _is_ipv4(r.get("address")):
+            return "%s.address must be an IPv4 address (got %r)" % (where, r.get("address"))
+        if not _is_int(r.get("prefixlen"), 0, 32):
+            return "%s.prefixlen must be an integer in 0..32 (got %r)" % (where, r.get("prefixlen"))
+        if r.get("gateway") is not None and not _is_ipv4(r.get("gateway")):
+            return "%s.gateway must be an IPv4 address or null (got %r)" % (where, r.get("gateway"))
+    return None
 
 
 def desired_from_state(state):
@@ -343,11 +399,11 @@ def manage(sysroot, ipr, rails, table_base, priority, gateways, check_mode, path
     """Module entry point: addresses from netlink, plan, apply, record the state file."""
     validate_priority(priority)
     validate_table_base(table_base, len(rails))
+    previous = load_state(sysroot, path)   # before netlink: a file that is refused stops the run untouched
     by_name = link_maps(ipr)[0]
     addrs = rail_ipv4(ipr, rails, by_name)
     tables = desired_tables(addrs, table_base, gateways)
-    previous = load_state(sysroot, path)
-    prev_tables = [r["table"] for r in (previous or {}).get("rails", []) if isinstance(r.get("table"), int)]
+    prev_tables = [r["table"] for r in (previous or {}).get("rails", [])]
     res = apply(ipr, tables, priority, check_mode, prev_tables)
     content = render_state(tables, table_base, priority)
     before = sysroot.read_raw(path, None)
