@@ -67,8 +67,9 @@ _UUID = re.compile(r"[0-9a-fA-F-]{36}\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 IFUPDOWN_FILE = "/etc/network/interfaces"
 IFUPDOWN_BINS = ("/sbin/ifup", "/usr/sbin/ifup")
-# interfaces(5): the words that start a stanza (and so end the options of the one before)
-_IFUPDOWN_STANZAS = ("iface", "mapping", "auto", "source", "source-directory", "rename")
+# interfaces(5) and ifupdown's config.c (read_interfaces_defn): the words that start a stanza or end the one before
+_IFUPDOWN_STANZAS = ("iface", "mapping", "auto", "source", "source-directory", "rename", "no-auto-down",
+                     "no-scripts")
 _SOURCE_DIRECTORY_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _IFUPDOWN_DEPTH = 8
 
@@ -101,7 +102,8 @@ def _nm(run, rail):
 def _interfaces_lines(sysroot, path, depth=0, seen=None):
     """[(file, words)] of an interfaces(5) file and the files it sources, in ifupdown's order: ``\\`` continues
     a line, a line starting with ``#`` is a comment, ``source`` takes wildcards (in the file name), relative to the
-    file's directory, ``source-directory`` the names of only letters, digits, ``_`` and ``-``."""
+    file's directory, ``source-directory`` the names of only letters, digits, ``_`` and ``-``. A source line is
+    listed before the lines it brings in (it ends the stanza open before it)."""
     seen = set() if seen is None else seen
     if depth > _IFUPDOWN_DEPTH or path in seen:
         return []
@@ -117,6 +119,7 @@ def _interfaces_lines(sysroot, path, depth=0, seen=None):
         if not words or words[0].startswith("#"):
             continue
         if words[0] in ("source", "source-directory"):
+            out.append((path, words))
             for arg in words[1:]:
                 target = arg if arg.startswith("/") else os.path.join(os.path.dirname(path), arg)
                 if words[0] == "source":
@@ -138,8 +141,10 @@ def ifupdown_stanza(sysroot, rail):
     its ``mtu`` option as written, None without one), else None."""
     if not any(sysroot.exists(b) for b in IFUPDOWN_BINS):
         return None
-    found, inside = None, False
+    found, inside, last = None, False, None
     for path, words in _interfaces_lines(sysroot, IFUPDOWN_FILE):
+        # ifupdown reads each file, and the rest of a file after a source line, outside any stanza
+        inside, last = inside and path == last, path
         if words[0] in _IFUPDOWN_STANZAS or words[0].startswith("allow-"):
             inside = words[0] == "iface" and len(words) > 1 and words[1] == rail
             if inside and found is None:
