@@ -278,8 +278,13 @@ def validate(present, absent, arch=None):
         for ident in _identities(t):
             if key in SUBOPTION_KEYS:
                 sub = ident.split("=", 1)[1]
-                val = [s for s in split_suboptions(arg_value(t)) if arg_key(s) == sub]
-                val = val[-1] if val else None
+                vals = [s for s in split_suboptions(arg_value(t)) if arg_key(s) == sub]
+                # one argument giving a sub-option twice (the kernel's pci_setup applies the last) is refused too
+                differ = [v for v in vals if v != vals[0]]
+                if differ:
+                    raise CmdlineError("present: %s is given twice with different values (%s and %s)"
+                                       % (ident, vals[0], differ[0]))
+                val = vals[0]   # every sub-option of the argument is one of its identities: never empty
             else:
                 val = t
             if ident in seen and seen[ident] != val:
