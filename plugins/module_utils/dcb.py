@@ -116,13 +116,40 @@ def _loads(text, what):
     return data
 
 
-def _entries(data, key, what):
+def _list(data, key, what):
+    """data[key] as a list ([] when absent or null); DcbError for anything else."""
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DcbError("unexpected %s in %s: %r" % (key, what, value))
+    return value
+
+
+def _number(value):
+    """An integer from a JSON number or digits; ValueError for a bool, a float, null or anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(value)
+    return int(value)
+
+
+def _numbers(data, key, what):
+    try:
+        return [_number(v) for v in _list(data, key, what)]
+    except ValueError:
+        raise DcbError("unexpected %s in %s: %r" % (key, what, data.get(key)))
+
+
+def _entries(data, key, what, pid_type=_number):
+    """[(pid, prio)] of an app table. Entries by position: [pid, prio] (< 6.5) or [pid, prio, " "] (>= 6.5)."""
     out = []
-    for e in data.get(key, []) or []:
-        if not isinstance(e, list) or len(e) < 2:
+    for e in _list(data, key, what):
+        try:
+            if not isinstance(e, list) or len(e) < 2:
+                raise ValueError(e)
+            out.append((pid_type(e[0]), _number(e[1])))
+        except ValueError:
             raise DcbError("unexpected %s entry %r in %s" % (key, e, what))
-        # Entries by position: [pid, prio] (< 6.5) or [pid, prio, " "] (>= 6.5).
-        out.append((e[0], int(e[1])))
     return out
 
 
@@ -137,18 +164,18 @@ def parse_app(text):
     data = _loads(text, "dcb app show")
     dscp = {}
     for pid, prio in _entries(data, "dscp_prio", "dcb app show"):
-        dscp.setdefault(int(pid), []).append(prio)
+        dscp.setdefault(pid, []).append(prio)
     other = {}
     for key, _word in OTHER_SELECTORS:
         table = {}
         if key == "default_prio":
-            for prio in data.get(key, []) or []:
+            for prio in _list(data, key, "dcb app show"):
                 if isinstance(prio, bool) or not isinstance(prio, int):
                     raise DcbError("unexpected default_prio entry %r in dcb app show" % (prio,))
                 table.setdefault(None, []).append(prio)
         else:
-            for pid, prio in _entries(data, key, "dcb app show"):
-                table.setdefault(str(pid) if key == "pcp_prio" else int(pid), []).append(prio)
+            for pid, prio in _entries(data, key, "dcb app show", str if key == "pcp_prio" else _number):
+                table.setdefault(pid, []).append(prio)
         for v in table.values():
             v.sort()
         if table:
@@ -163,7 +190,7 @@ def parse_pfc(text):
     data = _loads(text, "dcb pfc show")
     if "prio_pfc" not in data:
         raise DcbError("dcb pfc show printed no prio_pfc: %r" % (text or "").strip())
-    prio_pfc = [bool(v) for v in data["prio_pfc"]]
+    prio_pfc = [bool(v) for v in _list(data, "prio_pfc", "dcb pfc show")]
     return {"pfc_cap": data.get("pfc_cap"), "delay": data.get("delay"),
             "macsec_bypass": data.get("macsec_bypass"), "prio_pfc": prio_pfc,
             "enabled": [i for i, v in enumerate(prio_pfc) if v],
@@ -175,13 +202,13 @@ def parse_ets(text):
     for key in ("tc_tsa", "tc_bw", "prio_tc"):
         if key not in data:
             raise DcbError("dcb ets show printed no %s" % key)
-    return {"tc_tsa": list(data["tc_tsa"]), "tc_bw": [int(v) for v in data["tc_bw"]],
-            "prio_tc": [int(v) for v in data["prio_tc"]], "willing": data.get("willing")}
+    return {"tc_tsa": _list(data, "tc_tsa", "dcb ets show"), "tc_bw": _numbers(data, "tc_bw", "dcb ets show"),
+            "prio_tc": _numbers(data, "prio_tc", "dcb ets show"), "willing": data.get("willing")}
 
 
 def parse_apptrust(text):
     data = _loads(text, "dcb apptrust show")
-    return [str(s) for s in data.get("order", [])]
+    return [str(s) for s in _list(data, "order", "dcb apptrust show")]
 
 
 def trust_of(app, apptrust):
