@@ -425,11 +425,6 @@ def deviations(tokens, present, absent):
     out = []
     for token in present:
         key = arg_key(token)
-        if key in SUBOPTION_KEYS:
-            if merge(tokens, [token], []) != list(tokens):
-                cur = [t for t in tokens if arg_key(t) == key]
-                out.append((key, " ".join(cur) if cur else None, token))
-            continue
         if merge(tokens, [token], []) != list(tokens):
             cur = [t for t in tokens if arg_key(t) == key]
             out.append((key, " ".join(cur) if cur else None, token))
