@@ -163,7 +163,7 @@ def path_links(scan, facts, desired=None):
     """The links on the GPU<->NIC paths of ``facts`` (gpufabric pairing), each judged; in PCI order."""
     desired = normalize_desired(desired)
     funcs = _path_functions(facts)
-    links, seen = [], set()
+    ends, order = {}, []                        # a link's lower end -> its device, role, note and GPUs
     for bdf in sorted(funcs, key=pci.parse_bdf):
         dev = scan.get(bdf)
         lower = bdf
@@ -172,14 +172,20 @@ def path_links(scan, facts, desired=None):
             lower, note = dev.physfn, "SR-IOV VF %s: its PF %s's link is read" % (bdf, dev.physfn)
             dev = scan.get(lower)
         role = scan.role(lower)
-        if role in ("root_port", "downstream") or lower in seen:
+        if role in ("root_port", "downstream"):
             continue                                # the upper end of a link; its lower end is on the path
-        seen.add(lower)
+        if lower not in ends:
+            ends[lower] = (dev, role, note, set())
+            order.append(lower)
+        ends[lower][3].update(funcs[bdf])       # the PF and its VFs share one link: it carries all their GPUs
+    links = []
+    for lower in order:
+        dev, role, note, pairs = ends[lower]
         port = None
         above = dev.chain[-2] if dev is not None and len(dev.chain) >= 2 else None
         if above and scan.role(above) in ("root_port", "downstream", "bridge"):
             port = above
-        links.append(_judge(scan, lower, port, _kind(dev, role), funcs.get(bdf, []), desired, note))
+        links.append(_judge(scan, lower, port, _kind(dev, role), pairs, desired, note))
     return links
 
 
