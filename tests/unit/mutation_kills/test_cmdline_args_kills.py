@@ -327,8 +327,8 @@ def test_command_error_fields():
 
 def test_plan_fields():
     plan = cmdline_args.Plan(("ro", "iommu=off"), ["ro", "iommu=pt"], "b\n", "a\n", "/etc/default/grub")
-    assert (plan.before, plan.after, plan.added, plan.removed) == (["ro", "iommu=off"], ["ro", "iommu=pt"],
-                                                                  ["iommu=pt"], ["iommu=off"])
+    assert (plan.before, plan.after, plan.added, plan.removed) == (
+        ["ro", "iommu=off"], ["ro", "iommu=pt"], ["iommu=pt"], ["iommu=off"])
     assert plan.changed is False
     assert (plan.actions, plan.conflicts, plan.header) == ([], [], "/etc/default/grub")
     assert plan.diff == {"before": "b\n", "after": "a\n", "before_header": "/etc/default/grub (before)",

@@ -225,8 +225,8 @@ def test_files_only_cfg_in_byte_order(tmp_path):
                                    "99-gpufabric.cfg": "", "99-zz.cfg": "", "99-a.cfg": ""})
     d = host.sr.path("/etc/default/grub.d")
     prefix, suffix = host.backend()._files()
-    assert prefix == [host.sr.path("/etc/default/grub")] + [os.path.join(d, n) for n in
-                                                             ("50-a.cfg", "50-b.cfg", "99-a.cfg")]
+    assert prefix == [host.sr.path("/etc/default/grub")] + [
+        os.path.join(d, n) for n in ("50-a.cfg", "50-b.cfg", "99-a.cfg")]
     assert suffix == [os.path.join(d, "99-zz.cfg")]
 
 

@@ -152,8 +152,8 @@ APPTRUST_CASES = [
     # PCP -> DSCP trust: the predicted order is the wanted trust alone
     ("trust changes", dict(dscp={}, apptrust=["pcp"]), summary(trust="pcp", dscp=None, entries=0, apptrust=["pcp"]),
      summary(entries=None, apptrust=["dscp"]),
-     [["dcb", "app", "add", "dev", "eth9", "dscp-prio", "26:3"], ["dcb", "apptrust", "set", "dev", "eth9", "order",
-                                                                    "dscp"]],
+     [["dcb", "app", "add", "dev", "eth9", "dscp-prio", "26:3"],
+      ["dcb", "apptrust", "set", "dev", "eth9", "order", "dscp"]],
      [ch("trust", "pcp", "dscp"), ch("dscp_prio:26", None, 3)]),
     # trust already right: the order is left as it is, even when it lists more than the trust
     ("trust kept", dict(pfc=(), apptrust=["dscp", "pcp"]), summary(pfc=(), apptrust=["dscp", "pcp"]),

@@ -285,8 +285,8 @@ def test_normalise_rule(msg, expected):
 
 
 def test_link_maps_and_dump_of_managed_table_rules_only():
-    assert routing.link_maps(Netlink()) == ({"lo": 1, "ens1np0": 5, "ens2np0": 6}, {1: "lo", 5: "ens1np0",
-                                                                                     6: "ens2np0"})
+    assert routing.link_maps(Netlink()) == ({"lo": 1, "ens1np0": 5, "ens2np0": 6},
+                                            {1: "lo", 5: "ens1np0", 6: "ens2np0"})
     ipr = Netlink(routes=[rtm(100, "10.100.0.0", 16, 5), rtm(254, "10.100.0.0", 16, 5)],
                   rules=[frm("10.100.0.1", 100), frm("10.100.0.2", 100, action=2), frm("10.100.0.3", 254)])
     assert routing.dump(ipr, [100], {5: "ens1np0"}) == (
