@@ -129,7 +129,7 @@ def _list(data, key, what):
 def _number(value):
     """An integer from a JSON number or digits; ValueError for a bool, a float, null or anything else."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError(value)
+        raise ValueError
     return int(value)
 
 
@@ -146,7 +146,7 @@ def _entries(data, key, what, pid_type=_number):
     for e in _list(data, key, what):
         try:
             if not isinstance(e, list) or len(e) < 2:
-                raise ValueError(e)
+                raise ValueError
             out.append((pid_type(e[0]), _number(e[1])))
         except ValueError:
             raise DcbError("unexpected %s entry %r in %s" % (key, e, what))

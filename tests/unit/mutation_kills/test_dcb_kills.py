@@ -347,6 +347,8 @@ def test_diff_text_whole():
     (dcb.parse_ets, '{"tc_tsa":[],"tc_bw":[],"prio_tc":[1.5]}', "unexpected prio_tc in dcb ets show: [1.5]"),
     (dcb.parse_ets, '{"tc_tsa":3,"tc_bw":[],"prio_tc":[]}', "unexpected tc_tsa in dcb ets show: 3"),
     (dcb.parse_apptrust, '{"order":3}', "unexpected order in dcb apptrust show: 3"),
+    (dcb.parse_ets, '{"tc_tsa":[],"tc_bw":3,"prio_tc":[]}', "unexpected tc_bw in dcb ets show: 3"),
+    (dcb.parse_app, '{"default_prio":3}', "unexpected default_prio in dcb app show: 3"),
 ])
 def test_a_malformed_answer_is_a_dcb_error_not_a_traceback(parse, text, message):
     """read_rails and _read_each catch DcbError: any other exception would stop apply_dcb for every rail."""
