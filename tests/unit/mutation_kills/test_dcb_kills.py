@@ -347,4 +347,3 @@ def test_diff_text_whole():
         "r1 trust=None pfc=none \n"
         "r2 trust=pcp pfc=none \n")
     assert dcb.diff_text([], "before") == ""
-

@@ -208,8 +208,8 @@ STATUS = [
      {"status": "ok", "reason": "DMA-BUF (usable: dmabuf, nvidia_peermem)", "items": []}),
     ("peermem_ok", GPUS, "nvidia_peermem", mech("nvidia_peermem", ["nvidia_peermem"], False, ["r1"], loaded=True),
      {"status": "ok", "reason": "nvidia-peermem (usable: nvidia_peermem)", "items": []}),
-    ("dmabuf_unknown", GPUS, "dmabuf", mech("nvidia_peermem", ["nvidia_peermem"], None, unknown=["u1", "u2"],
-                                           loaded=True),
+    ("dmabuf_unknown", GPUS, "dmabuf",
+     mech("nvidia_peermem", ["nvidia_peermem"], None, unknown=["u1", "u2"], loaded=True),
      {"status": "not_checked", "reason": "cannot tell whether DMA-BUF can be used: u1; u2", "items": []}),
     ("any_unknown", GPUS, "any", mech("unknown", [], None, unknown=["u1"]),
      {"status": "not_checked", "reason": "cannot tell whether DMA-BUF can be used and nvidia-peermem is not "
