@@ -192,7 +192,7 @@ def judge(extra, mount):
     unknown = [n if v is None else "%s=%s" % (n, v) for n, v in overridden]
     for name, value in wanted:
         text = name if value is None else "%s=%s" % (name, value)
-        if name in NOT_RECORDED or name.startswith("x-"):
+        if name in NOT_RECORDED:   # x- options and any other name _one knows no field for are not compared there
             unknown.append(text)
             continue
         res = _one(name, value, mount)

@@ -115,6 +115,8 @@ def test_drift_when_the_mount_shows_otherwise(want, m, items):
     (["max_connect=4"], mount(fstype="nfs"), ["max_connect=4"]),
     (["rsize=big"], mount(), ["rsize=big"]),
     (["bsize=4096"], mount(), ["bsize=4096"]),
+    # an x- option is userspace's (mount(8) keeps it): never compared, even where a mount table were to show it
+    (["x-gvfs-show", "x-a=1"], mount(sup=SUPER + ",x-gvfs-show,x-a=2"), ["x-gvfs-show", "x-a=1"]),
 ])
 def test_not_compared(want, m, not_compared):
     assert judge(want, m) == ([], not_compared)
