@@ -33,7 +33,7 @@ try:
 except ImportError:  # pragma: no cover - Python 3 always has it
     ipaddress = None
 
-from ansible_collections.gpufabric.node.plugins.module_utils import bounded_read
+from ansible_collections.gpufabric.node.plugins.module_utils import bounded_read, sysctl
 
 STATE_FILE = "/etc/gpufabric/routing.json"
 STATE_VERSION = 1
@@ -333,12 +333,6 @@ def _is_ipv4(v):
         return False
 
 
-def _is_ifname(v):
-    """net/core/dev.c dev_valid_name: 1..15 bytes, not "." or "..", no "/", ":" or white space."""
-    return (isinstance(v, str) and 0 < len(v.encode("utf-8", "surrogateescape")) < 16 and v not in (".", "..")
-            and not any(c in "/:" or c.isspace() or ord(c) < 32 for c in v))
-
-
 def state_problem(state):
     """What makes a version-1 state document differ from what render_state writes, or None."""
     try:
@@ -361,7 +355,9 @@ def state_problem(state):
         if table in owner:
             return "%s.table %d is also %s's" % (where, table, owner[table])
         owner[table] = where
-        if not _is_ifname(r.get("rail")):
+        try:
+            sysctl.validate_ifname(r.get("rail"))   # the rule the rails were recorded under
+        except ValueError:
             return "%s.rail must be an interface name (got %r)" % (where, r.get("rail"))
         if not _is_ipv4(r.get("address")):
             return "%s.address must be an IPv4 address (got %r)" % (where, r.get("address"))

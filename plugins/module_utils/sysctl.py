@@ -41,7 +41,8 @@ MEANING = {
     ("rp_filter", 1): "strict reverse-path filter",
     ("rp_filter", 2): "loose reverse-path filter",
 }
-_IFNAME_BAD = re.compile(r"[/:\s]")
+# dev_valid_name refuses '/', ':' and white space; control characters too, which no file or log should carry
+_IFNAME_BAD = re.compile(r"[/:\s\x00-\x1f\x7f]")
 # legal in a kernel interface name, but not nameable in a sysctl.d key: '=' ends the key, and systemd-sysctl and
 # procps sysctl both read a key with '*', '?' or '[' as a glob (``r[1]`` would set ``r1``): refused
 _SYSCTL_D_BAD = re.compile(r"[=*?\[]")

@@ -74,6 +74,8 @@ ONE_RAIL = "\n".join(HEADER + MEANINGS + [
     (".", "interface name '.' is not a legal Linux interface name"),
     ("..", "interface name '..' is not a legal Linux interface name"),
     ("ens1:0", "interface name 'ens1:0' is not a legal Linux interface name"),
+    ("ens1\x01", "interface name 'ens1\\x01' is not a legal Linux interface name"),
+    ("ens1\x7f", "interface name 'ens1\\x7f' is not a legal Linux interface name"),
     ("all", "'all' is not a rail: 'all' and 'default' are always managed"),
     ("default", "'default' is not a rail: 'all' and 'default' are always managed"),
     ("ens1=np0", "interface name 'ens1=np0' cannot be written in a sysctl.d file: '=' ends the key and '*', '?' "
