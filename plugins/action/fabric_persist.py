@@ -15,7 +15,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufabric.node.plugins.action.fabric_check import resolve, role_files
-from ansible_collections.gpufabric.node.plugins.module_utils import node_desired
+from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired
 
 
 # module option -> the persistence role variable it comes from (node_desired.persistence_params, inverted)

@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import check_results
+from ansible_collections.gpufabric.node.plugins.module_utils.check import results as check_results
 
 
 def check_fix_roles(result):

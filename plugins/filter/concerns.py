@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters that record concern statuses in the host fact ``gpufabric_concerns`` (see module_utils/concerns.py)."""
+"""Filters that record concern statuses in the host fact ``gpufabric_concerns`` (see module_utils/concerns/__init__.py)."""
 
 from __future__ import absolute_import, division, print_function
 

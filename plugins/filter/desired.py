@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.node.plugins.module_utils import desired
+from ansible_collections.gpufabric.node.plugins.module_utils import contradictions as desired
 
 
 def desired_conflicts(variables):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters over the GPU Operator's objects (see module_utils/gpu_operator.py)."""
+"""Filters over the GPU Operator's objects (see module_utils/upgrade/gpu_operator.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.node.plugins.module_utils import gpu_operator as op
+from ansible_collections.gpufabric.node.plugins.module_utils.upgrade import gpu_operator as op
 
 
 def _resources(result, many=True):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the node drain (playbooks/tasks/k8s_drain.yml; see module_utils/k8s_drain.py)."""
+"""Filters of the node drain (playbooks/tasks/k8s_drain.yml; see module_utils/upgrade/k8s_drain.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.node.plugins.module_utils import k8s_drain as drain
+from ansible_collections.gpufabric.node.plugins.module_utils.upgrade import k8s_drain as drain
 
 
 def _resources(result, what):

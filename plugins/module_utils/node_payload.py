@@ -5,46 +5,42 @@
 
 What runs on a node outside an Ansible module runs from that copy, with the node's own Python, which has no Ansible:
 
-- ``gpufabric-apply`` (``applier.main``): the boot-time run (``gpufabric-apply.service``) and the per-device runs
-  the udev rule starts (``gpufabric-apply@<ibdev>.service``);
-- ``gpufabric-evidence`` (``evidence_timer.main``): what ``gpufabric-evidence.timer`` starts.
+- ``gpufabric-apply`` (``boot.applier.main``): the boot-time run (``gpufabric-apply.service``) and the per-device
+  runs the udev rule starts (``gpufabric-apply@<ibdev>.service``);
+- ``gpufabric-evidence`` (``boot.evidence_timer.main``): what ``gpufabric-evidence.timer`` starts.
 
-``NODE_PAYLOAD`` lists every file these entry points import, directly or not. Each is imported here by name, so that
-Ansible ships it with ``fabric_persist`` (AnsiballZ packs what a module imports) and ``persist.module_utils_sources``
-reads it from there; a name missing from the list fails the module with the name, never a node at its next boot.
-Unit tests (``tests/unit/plugins/module_utils/test_node_payload.py``) hold the list to the imports of its files, keep
-every ``ansible`` import out of it, and run each entry point with ``python3 -I`` from a copy of just these files.
-Plain Python: no Ansible imports. This file is private to the collection: no stable API is promised.
+``NODE_PAYLOAD`` is the explicit list of every file these entry points import, directly or not, as dotted names
+below ``plugins/module_utils`` (``concerns`` is ``concerns/__init__.py``). It is a list of names and imports
+nothing, so no layer depends on the payload for what Ansible ships: the modules that read the payload's sources
+(``fabric_persist``, ``fabric_check``) import the two entry points, which makes AnsiballZ pack every file below them,
+and ``persist.module_utils_sources`` reads each file by name. Unit tests
+(``tests/unit/plugins/module_utils/test_node_payload.py``) hold the list to the closure of the entry points' imports,
+keep every ``ansible`` import out of it, and run each entry point with ``python3 -I`` from a copy of just these
+files. Plain Python: no imports at all. This file is private to the collection: no stable API is promised.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import sys
-
-# pylint: disable=unused-import
-from ansible_collections.gpufabric.node.plugins.module_utils import (  # noqa: F401
-    acs, acs_task, applier, argspec, bounded_read, cmdline, cmdline_args, cmdline_detect, cmdline_grub,
-    cmdline_grubby, cmdline_task, concerns, dcb, dcb_plan, dcb_task, dcbx, desired, ecn, ecn_host, ecn_task, evidence,
-    evidence_timer, facts_task, gpudirect, guard, health_task, inputs, kernel_hold, kmod_common, mtu, mtu_persist,
-    mtu_task, nccl, nccl_log, nccl_task, nfs_client_caps, nfs_mount_options, nfs_mounts, nfs_mounts_check,
-    nfs_mounts_task, node_check, node_desired, nodelock, nvfs_modules, nvfs_parse, os_profiles, pci, pcie_link,
-    persist, persist_evidence, persist_task, prom, qos_facts, rail_task, rdma_cm, rdma_cm_task, results, routing,
-    state, sysctl, sysroot, task_host, topology, topology_pairing, topology_pci, topology_rails)
-
-
-def _name(module_name):
-    return module_name.rsplit(".", 1)[-1]
-
-
 # the module_utils whose ``main`` the installed scripts run (persist.render_script's ``entry``)
-ENTRY_POINTS = (_name(applier.__name__), _name(evidence_timer.__name__))
+ENTRY_POINTS = ("boot.applier", "boot.evidence_timer")
 
-# every module_utils imported above, by name, and this file: the import statement is the one list (AnsiballZ reads
-# it to pack the module, this reads it back from the module's namespace)
-# pylint: enable=unused-import
-_PKG = __name__.rsplit(".", 1)[0] + "."
-NODE_PAYLOAD = tuple(sorted([_name(__name__)] + [
-    _name(obj.__name__) for obj in list(globals().values())
-    if type(obj) is type(sys) and obj.__name__.startswith(_PKG)]))
+NODE_PAYLOAD = (
+    "argspec", "boot.applier", "boot.evidence", "boot.evidence_timer", "boot.guard", "boot.persist",
+    "boot.persist_evidence", "boot.state", "check.facts", "check.node_check", "check.node_desired",
+    "check.qos_facts", "check.task_host", "concerns", "concerns.acs.manage", "concerns.acs.task",
+    "concerns.cmdline.args", "concerns.cmdline.detect", "concerns.cmdline.grub", "concerns.cmdline.grubby",
+    "concerns.cmdline.manage", "concerns.cmdline.task", "concerns.dcb.dcbx", "concerns.dcb.manage",
+    "concerns.dcb.plan", "concerns.dcb.task", "concerns.ecn.host", "concerns.ecn.manage", "concerns.ecn.task",
+    "concerns.gds.parse", "concerns.gpudirect_rdma.check", "concerns.gpudirect_rdma.nccl_log",
+    "concerns.gpudirect_rdma.task", "concerns.mtu.manage", "concerns.mtu.persist", "concerns.mtu.task",
+    "concerns.nccl.manage", "concerns.nccl.task", "concerns.nfs_mounts.check", "concerns.nfs_mounts.client_caps",
+    "concerns.nfs_mounts.manage", "concerns.nfs_mounts.options", "concerns.nfs_mounts.task",
+    "concerns.persistence.task", "concerns.rdma_cm.manage", "concerns.rdma_cm.task", "concerns.routing.manage",
+    "concerns.sysctl.manage", "concerns.sysctl.task", "concerns.vendor_client.kernel_hold", "contradictions",
+    "discovery.gpudirect", "discovery.nvfs_modules", "discovery.pairing", "discovery.pci", "discovery.pci_scan",
+    "discovery.pcie_link", "discovery.rails", "discovery.topology", "host.bounded_read", "host.files",
+    "host.nodelock", "host.sysroot", "inputs", "node_payload", "os_profiles", "report.prom", "results",
+    "vendor_nfs.common",
+)

@@ -322,8 +322,9 @@ dcb_version:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import dcb_task, inputs
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import task as dcb_task
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 def main():

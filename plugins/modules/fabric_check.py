@@ -121,10 +121,15 @@ schema:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import inputs, node_check
-from ansible_collections.gpufabric.node.plugins.module_utils import node_desired
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+# the node payload's entry points: importing them makes AnsiballZ ship every file of node_payload.NODE_PAYLOAD,
+# whose sources the persistence concern installs and checks
+# pylint: disable-next=unused-import
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier, evidence_timer  # noqa: F401
+from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
+from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import ConcernError
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 def main():

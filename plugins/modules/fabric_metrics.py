@@ -220,11 +220,11 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
-from ansible_collections.gpufabric.node.plugins.module_utils import dcb
-from ansible_collections.gpufabric.node.plugins.module_utils import evidence
-from ansible_collections.gpufabric.node.plugins.module_utils import prom
-from ansible_collections.gpufabric.node.plugins.module_utils import topology
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence
+from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 def make_runner(module):

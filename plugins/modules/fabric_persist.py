@@ -19,7 +19,7 @@ description:
   - The applier runs the very module_utils this module was shipped with. The module writes their source, taken from
     its own payload, below O(lib_dir) (C(ansible_collections/gpufabric/node/plugins/module_utils/)), so the node
     always runs the same code as the modules. What it writes is the node payload, an explicit list
-    (C(module_utils/node_payload.py)) of every file the applier and the evidence timer import, none of which
+    (C(module_utils/boot/node_payload.py)) of every file the applier and the evidence timer import, none of which
     imports Ansible, since they run with the node's own Python. Files of that directory that are not in the list
     are removed.
   - Writes a oneshot unit C(gpufabric-apply.service) (enabled, C(WantedBy=multi-user.target)), ordered after
@@ -33,7 +33,7 @@ description:
     sandbox that forbids mounting configfs); C(restart) rather than C(start) guarantees a fresh run after a
     registration that happens while an earlier run of the same device is still going.
   - Every real run of the applier, like every module that writes node state, holds the node lock
-    C(/run/gpufabric/lock) (C(module_utils/nodelock.py)); the units pass C(--lock-wait 120), and a run that cannot
+    C(/run/gpufabric/lock) (C(module_utils/host/nodelock.py)); the units pass C(--lock-wait 120), and a run that cannot
     get the lock in that time fails naming the holder. Their C(TimeoutStartSec) leaves room for that wait.
     This module holds the lock too while it surveys and fixes the installed files.
   - Runs C(systemctl daemon-reload) when a unit changed, C(systemctl unmask) when a mask hides the boot unit,
@@ -59,7 +59,7 @@ description:
     restores owner and mode of the collection's own paths (O(lib_dir) and everything below it, C(/etc/gpufabric) and
     its files, the installed files) but never changes a directory the collection does not own (C(/etc),
     C(/usr/local/sbin), the unit and rule directories); those stay C(drift), and the reason names them.
-  - The installed applier runs the same check (C(module_utils/guard.py)) on its own script, its library and the
+  - The installed applier runs the same check (C(module_utils/boot/guard.py)) on its own script, its library and the
     recorded state before it does anything; it logs one line per file that fails it and exits with code 3.
 author:
   - gpufabric developers (@gpufabric)
@@ -169,7 +169,7 @@ notes:
   - Needs root. Check mode also works without systemctl (the unit file layout is read, and the udev rule is
     compared with one that runs C(/usr/bin/systemctl)); a real run needs it when a unit changed or the boot unit has
     to be enabled.
-  - The modules record what they applied through C(module_utils/state.py); this module only installs the applier.
+  - The modules record what they applied through C(module_utils/boot/state.py); this module only installs the applier.
 seealso:
   - module: gpufabric.node.rdma_cm_tos
   - module: gpufabric.node.dcb_qos
@@ -287,8 +287,13 @@ concerns:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import inputs, persist_task
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+# the node payload's entry points: importing them makes AnsiballZ ship every file of node_payload.NODE_PAYLOAD,
+# whose sources the persistence concern installs and checks
+# pylint: disable-next=unused-import
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier, evidence_timer  # noqa: F401
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import task as persist_task
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 def main():

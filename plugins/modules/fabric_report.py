@@ -165,8 +165,8 @@ markdown:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
-from ansible_collections.gpufabric.node.plugins.module_utils import report as rpt
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.report import drift as rpt
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 def main():

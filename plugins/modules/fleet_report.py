@@ -156,9 +156,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
-from ansible_collections.gpufabric.node.plugins.module_utils import fleet_report as fr
-from ansible_collections.gpufabric.node.plugins.module_utils import report
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.report import fleet as fr
+from ansible_collections.gpufabric.node.plugins.module_utils.report import drift as report
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 EXT = {"html": ".html", "json": ".json", "markdown": ".md"}
 

@@ -181,10 +181,13 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import evidence, inputs, nodelock, nvfs
-from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import MODULE_NAME_RE
-from ansible_collections.gpufabric.node.plugins.module_utils import proof_concerns
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proof as nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs.common import MODULE_NAME_RE
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proofs as proof_concerns
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 ENV = {"LC_ALL": "C", "LANG": "C"}
 

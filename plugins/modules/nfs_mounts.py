@@ -196,8 +196,9 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import inputs, nfs_mounts_task
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import task as nfs_mounts_task
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 def main():

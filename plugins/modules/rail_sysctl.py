@@ -154,8 +154,9 @@ drift:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import inputs, rail_task
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.sysctl import task as rail_task
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 # pyroute2 costs ~100 ms to import: it is loaded only when routing is requested (load_iproute), never for the
 # sysctl-only default. Tests may set IPRoute to a factory of their own.

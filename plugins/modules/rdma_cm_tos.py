@@ -173,8 +173,9 @@ actions:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import inputs, rdma_cm_task
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import task as rdma_cm_task
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 def main():

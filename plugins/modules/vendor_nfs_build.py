@@ -342,9 +342,10 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
-from ansible_collections.gpufabric.node.plugins.module_utils import inputs, kmod_build as kb
-from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
+from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 OPTIONAL_TOOLS = ("dpkg-deb", "modinfo", "nm", "rpm", "rpm2archive", "debootstrap", "chroot", "tar", "depmod",
                   "dpkg", "update-initramfs", "dracut", "lsinitramfs", "zstd", "unzstd")

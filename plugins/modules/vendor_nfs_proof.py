@@ -165,9 +165,10 @@ concerns:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils import inputs, kmod_build as kb
-from ansible_collections.gpufabric.node.plugins.module_utils import proof_concerns
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proofs as proof_concerns
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 def make_runner(module):

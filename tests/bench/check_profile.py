@@ -21,9 +21,9 @@ import statistics
 import sys
 import time
 
-from ansible_collections.gpufabric.node.plugins.module_utils import node_check
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
-from ansible_collections.gpufabric.node.plugins.module_utils.task_host import LocalRunner
+from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.check.task_host import LocalRunner
 
 
 class RecordingRunner(LocalRunner):

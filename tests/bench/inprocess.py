@@ -23,9 +23,14 @@ import subprocess
 import sys
 import time
 
-from ansible_collections.gpufabric.node.plugins.module_utils import (acs, cmdline, dcb, nccl, rdma_cm, sysctl,
-                                                                     topology)
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.acs import manage as acs
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline import manage as cmdline
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nccl import manage as nccl
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import manage as rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.sysctl import manage as sysctl
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from gpufabric_sim.emulators import dcb as dcb_emu
 
 COUNT = {"n": 0}

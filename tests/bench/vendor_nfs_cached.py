@@ -87,7 +87,7 @@ def main(argv):
         with open(big, "wb") as f:
             f.write(os.urandom(16 << 20))
         import time
-        from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build
+        from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kmod_build
         t0 = time.perf_counter()
         kmod_build.sha256_file(big)
         sha_mib = (time.perf_counter() - t0) / 16.0

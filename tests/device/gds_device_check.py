@@ -60,7 +60,7 @@ def _read(path):
 
 def host_files(test_dir):
     """The files the verdict reads, keyed by host path (mountinfo cut to the mounts on the test path)."""
-    from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
+    from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proof as nvfs
     files = {}
     for p in ("/proc/driver/nvidia/version", "/sys/module/nvidia/version", "/sys/module/nvidia/taint",
               "/proc/cmdline", "/proc/sys/kernel/osrelease", nvfs.STATS, nvfs.MODULES, nvfs.VERSION,
@@ -82,7 +82,7 @@ def host_files(test_dir):
 
 
 def run_probe(run, python, test_dir, compat, mode):
-    from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
+    from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proof as nvfs
     work = tempfile.mkdtemp(prefix="gf-probe-")
     try:
         cfg = os.path.join(work, "cufile.json")
@@ -105,8 +105,8 @@ def main(argv):
     out_path = argv[1]
     test_dir = argv[2] if len(argv) > 2 else tempfile.mkdtemp(prefix="gds-verify-")
     _layout()
-    from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
-    from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+    from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proof as nvfs
+    from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
     run = _runner()
     files, groups = host_files(test_dir)
     record = {"test_dir": test_dir, "python": sys.executable, "files": files, "iommu_groups": groups,

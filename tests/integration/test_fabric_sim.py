@@ -122,8 +122,8 @@ def test_drift_reports_exactly_the_injected_items_and_fix_corrects_only_them(fle
 
 def test_acs_only_on_path_bridges_both_topologies(fleet):
     """After provision: RR|CR|EC clear on every path bridge with ACS, the kernel's 0x001d everywhere else."""
-    from ansible_collections.gpufabric.node.plugins.module_utils import pci
-    from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+    from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
+    from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
     for node in NODES:
         f = facts(fleet, node)
         path = set(b["bdf"] for b in f["path_bridges"] if b["acs"]["present"])

@@ -139,7 +139,7 @@ def fleet(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def prebuilt(fleet):
-    from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+    from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
     src, digest = vf.make_source_tarball(fleet)
     cache = os.path.join(fleet, "vendor-cache")
     kb.build(Podman(), {"podman": "podman"}, src, digest, TARGET, "4.0.35-gf1", "vastnfs", cache, "img")

@@ -183,7 +183,7 @@ def test_hold_stops_unattended_upgrade(fleet):
 
 @pytest.mark.parametrize("n", ["u", "r"])
 def test_kernel_upgrade_with_fixture_client(fleet, n, tmp_path):
-    from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+    from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
     target = TARGET[n]
     src, digest = vf.make_source_tarball(str(tmp_path))
     cache = str(tmp_path / "cache")

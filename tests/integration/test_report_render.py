@@ -78,8 +78,8 @@ def _concerns(**over):
 
 def fleet_nodes(tmp_path):
     from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
-    from ansible_collections.gpufabric.node.plugins.module_utils import topology
-    from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+    from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
+    from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
     from gpufabric_sim import topology as sim_topology
     from gpufabric_sim import tree
     facts = {}
@@ -114,7 +114,7 @@ def fleet_nodes(tmp_path):
 
 
 def fleet_html(tmp_path, nodes=None):
-    from ansible_collections.gpufabric.node.plugins.module_utils import fleet_report as fr
+    from ansible_collections.gpufabric.node.plugins.module_utils.report import fleet as fr
     nodes = nodes or fleet_nodes(tmp_path)
     previous = fr.build(dict(nodes, **{"pcie-b": dict(nodes["pcie-b"], concerns=_concerns())}))
     rep = fr.build(nodes, previous, title="gpufabric fleet report (simulated)", generated="2024-06-01T12:00:00Z")

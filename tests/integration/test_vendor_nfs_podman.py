@@ -157,7 +157,7 @@ def test_build_verify_and_cache(work, kver):
     assert "__ksymtab_rpcrdma_register_nvfs_dma_ops" in nm
     # The pure-Python ELF reader agrees with the tools on a real module.
     sys.path.insert(0, os.path.join(REPO, ".build"))
-    from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+    from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
     with open(ko, "rb") as f:
         data = f.read()
     assert kb.NVFS_SYMBOL in kb.exported_symbols(data)

@@ -28,7 +28,7 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "vendor_nfs"))
 import vendor_fixture as vf  # noqa: E402 pylint: disable=wrong-import-position
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb  # noqa: E402
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
 
 KVER = "6.1.0-50-amd64"
 BINARIES = ["sh", "cp", "mkdir", "rm", "find", "make", "cat", "id", "head", "ls", "dpkg-query", "touch"]

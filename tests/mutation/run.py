@@ -38,8 +38,9 @@ def load_config(path):
         for t in j["tests"]:
             if not os.path.isfile(os.path.join(REPO, t)):
                 raise SystemExit("%s: judge %s: no test file %s" % (path, j["module"], t))
-        if not os.path.isfile(os.path.join(REPO, "plugins", "module_utils", j["module"] + ".py")):
-            raise SystemExit("%s: no module plugins/module_utils/%s.py" % (path, j["module"]))
+        target = os.path.join(REPO, "plugins", "module_utils", j.get("file") or "")
+        if not isinstance(j.get("file"), str) or not os.path.isfile(target):
+            raise SystemExit("%s: judge %s: no file plugins/module_utils/%r" % (path, j["module"], j.get("file")))
     return doc
 
 
@@ -84,7 +85,7 @@ def prepare(work, judge, files, pytest_args, fresh=True):
     if fresh and os.path.exists(work):
         shutil.rmtree(work)
     copy_files(os.path.join(work, COLL), files)
-    target = os.path.join(COLL, "plugins", "module_utils", judge["module"] + ".py")
+    target = os.path.join(COLL, "plugins", "module_utils", judge["file"])
     with open(os.path.join(work, "setup.cfg"), "w", encoding="utf-8") as f:
         f.write("[mutmut]\nsource_paths = ansible_collections\nonly_mutate = %s\n" % target)
         f.write("pytest_add_cli_args =\n    %s\n" % "\n    ".join(pytest_args))
@@ -109,7 +110,7 @@ def mutant_env():
 
 def run_judge(args, judge, files):
     work = os.path.join(args.workdir, judge["module"])
-    target = os.path.join(COLL, "plugins", "module_utils", judge["module"] + ".py")
+    target = os.path.join(COLL, "plugins", "module_utils", judge["file"])
     if args.score_only:
         return work, target, read_codes(work, target, judge, -1), 0
     plugin = PKG + ".tests.mutation.hypothesis_mutation"

@@ -156,8 +156,8 @@ class Node(object):
         self.which = which_in(self.bin)
 
     def ensure(self, present, absent=(), check=False, **kw):
-        from ansible_collections.gpufabric.node.plugins.module_utils import cmdline
-        from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+        from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline import manage as cmdline
+        from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
         return cmdline.ensure(list(present), list(absent), subprocess_run, self.which, check_mode=check,
                               sysroot=Sysroot(self.root), arch="x86_64", **kw)
 

@@ -16,7 +16,7 @@ __metaclass__ = type
 import errno
 import os
 
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 DEBUGFS = "/sys/kernel/debug/"
 LOCKDOWN = "/sys/kernel/security/lockdown"

@@ -17,8 +17,8 @@ import os
 
 from gpufabric_sim import nvfs_proc
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_modules
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import nvfs_modules
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 def install(monkeypatch):

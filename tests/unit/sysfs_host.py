@@ -31,7 +31,7 @@ import os
 
 from gpufabric_sim.tree import config_space
 
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 DEFAULTS = {
     # vendor, device, class, driver

@@ -19,8 +19,8 @@ import sys
 import pytest
 
 import consumers
-from ansible_collections.gpufabric.node.plugins.module_utils import mtu_persist
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import persist as mtu_persist
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 __metaclass__ = type
 

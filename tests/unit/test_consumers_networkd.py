@@ -17,8 +17,8 @@ import os
 import pytest
 
 import consumers
-from ansible_collections.gpufabric.node.plugins.module_utils import mtu_persist
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import persist as mtu_persist
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 __metaclass__ = type
 

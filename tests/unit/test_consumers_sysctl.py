@@ -11,7 +11,7 @@ from __future__ import absolute_import, division, print_function
 import pytest
 
 import consumers
-from ansible_collections.gpufabric.node.plugins.module_utils import sysctl
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.sysctl import manage as sysctl
 
 __metaclass__ = type
 

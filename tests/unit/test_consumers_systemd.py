@@ -13,8 +13,9 @@ import os
 import pytest
 
 import consumers
-from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts, persist, persist_evidence, \
-    persist_task
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import manage as nfs_mounts
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import persist, persist_evidence
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import task as persist_task
 
 __metaclass__ = type
 

@@ -16,7 +16,7 @@ import re
 import pytest
 
 import consumers
-from ansible_collections.gpufabric.node.plugins.module_utils import persist
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import persist
 
 __metaclass__ = type
 

@@ -25,7 +25,7 @@ def _facts(host):
     out = host.check_output(
         "%s -c 'import json,sys; sys.path.insert(0, \"%s\"); "
         "from ansible_collections.gpufabric.node.plugins.module_utils import topology; "
-        "from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot; "
+        "from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot; "
         "print(json.dumps(topology.discover(Sysroot())))'" % (py, build))
     return json.loads(out)
 

@@ -13,9 +13,9 @@ import platform
 
 from conftest import PROJECT, WORK, log, playbook
 
-from ansible_collections.gpufabric.node.plugins.module_utils import capture as C
-from ansible_collections.gpufabric.node.plugins.module_utils import topology as T
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.report import capture as C
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology as T
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 __metaclass__ = type
 

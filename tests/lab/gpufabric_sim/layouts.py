@@ -17,7 +17,7 @@
   the congestion counters ``rp_cnp_ignored rp_cnp_handled np_ecn_marked_roce_packets np_cnp_sent``), all 0, mode
   0444; the perftest emulator makes them grow.
 * ``ecn: {interface: sysfs | debugfs, enabled: [prios], cnp_dscp: N, cnp_priority: N, cnp_priority_mode: N}`` (top
-  level): the ECN/DCQCN controls of every mlx5 rail (see plugins/module_utils/ecn.py and docs/ecn.md). ``sysfs`` is
+  level): the ECN/DCQCN controls of every mlx5 rail (see plugins/module_utils/concerns/ecn/manage.py and docs/ecn.md). ``sysfs`` is
   MLNX_OFED/DOCA's ``/sys/class/net/<if>/ecn/roce_np|roce_rp/enable/<0..7>`` (``0``/``1``), ``roce_np/cnp_dscp``,
   ``roce_np/cnp_802p_prio``, ``min_time_between_cnps``; ``debugfs`` the inbox driver's
   ``/sys/kernel/debug/mlx5/<bdf>/cc_params/`` (cong.c's file names, mode 0600, ``%u``). Without the key a rail has

@@ -391,7 +391,7 @@ def render_inventory(fleet, data):
 # trees
 
 
-# What ``hash`` leaves out of a node: the node lock's directory (plugins/module_utils/nodelock.py), which any
+# What ``hash`` leaves out of a node: the node lock's directory (plugins/module_utils/host/nodelock.py), which any
 # writer creates under /run, a tmpfs on a host, and which holds nothing while no writer runs: not node state.
 RUNTIME_DIRS = ("run/gpufabric",)
 

@@ -15,7 +15,7 @@ from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 from gpufabric_sim.emulators import ibv_devinfo as emu
 
-from ansible_collections.gpufabric.node.plugins.module_utils import mtu
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import manage as mtu
 
 
 @pytest.fixture(scope="module")

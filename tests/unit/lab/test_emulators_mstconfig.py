@@ -16,7 +16,7 @@ from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 from gpufabric_sim.emulators import mstconfig as emu
 
-from ansible_collections.gpufabric.node.plugins.module_utils import ecn_host
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import host as ecn_host
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,9 @@ import pytest
 from gpufabric_sim import mounts, nfs_kernel, services
 from gpufabric_sim.tree import base_mountinfo, mountinfo_text
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts_check as check
-from ansible_collections.gpufabric.node.plugins.module_utils.nvfs_parse import parse_mountinfo
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import check
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds.parse import parse_mountinfo
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 VOL = {"path": "/mnt/nfs-rdma", "server": "10.100.0.250", "export": "/srv/nfs", "vers": "4.2", "nconnect": 4,
        "options": ["rsize=1000000", "noatime"]}

@@ -28,8 +28,8 @@ from gpufabric_sim import tree as sim_tree
 
 import nvfs_kernel
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_modules
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import nvfs_modules
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 IDLE = "wekafsio: 1\n"
 

@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import acs
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.acs import manage as acs
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 ALL = "SrcValid, ReqRedir, CmpltRedir, UpstreamFwd, EgressCtrl"
 
@@ -193,8 +193,8 @@ def test_diff_lines_of_several_bridges():
 
 from gpufabric_sim.tree import build_tree  # noqa: E402  (the simulated sysfs the judge's own tests use)
 
-from ansible_collections.gpufabric.node.plugins.module_utils import pci  # noqa: E402
-from ansible_collections.gpufabric.node.plugins.module_utils import topology  # noqa: E402
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
 
 CTL = {"cap": 0x5F, "ctrl": 0x1D}     # SV RR CR UF (and TB, DT) implemented; SV RR CR UF set, as the kernel leaves it
 

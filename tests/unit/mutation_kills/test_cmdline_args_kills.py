@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import cmdline_args
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline import args as cmdline_args
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 ACS1 = "disable_acs_redir=0000:16:01.0"
 ACS2 = "disable_acs_redir=0000:16:02.0"

@@ -15,9 +15,9 @@ import shutil
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import cmdline_grub
-from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_args import CmdlineError, CommandError
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline import grub as cmdline_grub
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline.args import CmdlineError, CommandError
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from cmdline_nodes import subprocess_run
 
 ENV = shutil.which("env") or "/usr/bin/env"

@@ -13,9 +13,9 @@ import types
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import cmdline
-from ansible_collections.gpufabric.node.plugins.module_utils.cmdline_detect import Found
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline import manage as cmdline
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline.detect import Found
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from cmdline_nodes import GRUB_TOOLS, KVER, Node, make_debian, make_el, make_microvm, remove_tools, subprocess_run
 
 EL_K, EL_OLD = "5.14.0-427.13.1.el9_4.x86_64", "5.14.0-362.8.1.el9_3.x86_64"

@@ -15,8 +15,8 @@ import tempfile
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import dcb
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 ETS = {"tc_tsa": ["ets", "strict", "strict", "ets", "strict", "strict", "strict", "strict"],
        "tc_bw": [50, 0, 0, 50, 0, 0, 0, 0], "prio_tc": [0, 1, 2, 3, 4, 5, 6, 7]}

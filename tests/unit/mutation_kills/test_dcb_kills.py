@@ -11,7 +11,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import dcb
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb
 
 APP = '{"dscp_prio":[[26,3]]}'
 APP_STATE = {"dscp": {26: [3]}, "pcp": {}, "other": {}, "count": 1}

@@ -10,7 +10,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import dcb_plan as dp
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import plan as dp
 
 ETS = {"tc_tsa": ["ets", "strict", "strict", "ets", "strict", "strict", "strict", "strict"],
        "tc_bw": [50, 0, 0, 50, 0, 0, 0, 0], "prio_tc": [0, 1, 2, 3, 4, 5, 6, 7]}

@@ -10,7 +10,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import dcbx
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import dcbx
 
 FW_OUT = """
 Device #1:

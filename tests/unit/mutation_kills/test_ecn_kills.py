@@ -12,7 +12,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import ecn
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import manage as ecn
 
 RAIL = "ens1np0"
 BDF = "0000:11:00.0"

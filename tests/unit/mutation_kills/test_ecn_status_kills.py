@@ -16,8 +16,8 @@ import pytest
 
 import sysfs_host as sh
 
-from ansible_collections.gpufabric.node.plugins.module_utils import ecn
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import manage as ecn
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 BDF = "0000:11:00.0"
 FW_OFF = "DCQCN is off for priority 3 in the firmware of 0000:12:00.0"

@@ -11,8 +11,9 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import gpudirect
-from ansible_collections.gpufabric.node.plugins.module_utils import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gpudirect_rdma import check as gdr_check
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import gpudirect
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
 
 LIB = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0"
 RELEASE = "6.8.0-45-generic"
@@ -264,19 +265,19 @@ def test_check_discovers_unless_driver_and_rails_are_given(monkeypatch, given, d
     monkeypatch.setattr(topology, "discover", discover)
     sr = root()
     if given is None:
-        doc = gpudirect.check(sr)
+        doc = gdr_check.check(sr)
     else:
-        doc = gpudirect.check(sr, None, dict(given, gpus=[{"bdf": "0000:18:00.0"}], gpudirect_rdma=GIVEN))
+        doc = gdr_check.check(sr, None, dict(given, gpus=[{"bdf": "0000:18:00.0"}], gpudirect_rdma=GIVEN))
     assert calls == ([(sr, ["pci", "rails", "gpu_driver"])] if discovers else [])
     assert doc == GIVEN_OK
 
 
 def test_check_uses_the_given_gpudirect_facts():
-    assert gpudirect.check(root(), None, node(gpudirect_rdma=GIVEN)) == GIVEN_OK
+    assert gdr_check.check(root(), None, node(gpudirect_rdma=GIVEN)) == GIVEN_OK
 
 
 def test_check_computes_the_facts_from_the_sysroot():
-    doc = gpudirect.check(root(), {"mechanism": "dmabuf"}, node())
+    doc = gdr_check.check(root(), {"mechanism": "dmabuf"}, node())
     assert doc == {"status": "ok", "reason": "DMA-BUF (usable: dmabuf)", "items": [],
                    "gpudirect": gpudirect.facts(root(), node())}
     assert doc["gpudirect"]["dmabuf"]["libibverbs"] == LIB

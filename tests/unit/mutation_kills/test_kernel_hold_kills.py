@@ -10,9 +10,9 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kernel_hold as kh
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import kernel_hold as kh
 from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles as op
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from gpufabric_sim.emulators import pkg
 
 DEB, DEB_NEW, DEB_NEWER = "6.1.0-50-amd64", "6.1.0-55-amd64", "6.1.0-56-amd64"

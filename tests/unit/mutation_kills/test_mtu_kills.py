@@ -16,8 +16,8 @@ import pytest
 
 from mtu_kernel import Kernel
 
-from ansible_collections.gpufabric.node.plugins.module_utils import mtu
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import manage as mtu
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 SHOW = ["ip", "-d", "-j", "link", "show"]
 VLAN = {"info_kind": "vlan"}

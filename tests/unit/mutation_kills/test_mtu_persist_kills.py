@@ -19,8 +19,10 @@ from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 from mtu_kernel import Kernel
 
-from ansible_collections.gpufabric.node.plugins.module_utils import mtu_persist, results, state
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import persist as mtu_persist
+from ansible_collections.gpufabric.node.plugins.module_utils import results
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 UUID = "0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"
 IFACES = "/etc/network/interfaces"

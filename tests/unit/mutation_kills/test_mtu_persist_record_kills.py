@@ -12,8 +12,9 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import mtu_persist, state
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import persist as mtu_persist
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 RAIL, RAIL2, RAIL3 = "ens1np0", "ens2np0", "ens3np0"
 UUID = "0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"

@@ -12,8 +12,8 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mount_options as mo
-from ansible_collections.gpufabric.node.plugins.module_utils.nvfs_parse import parse_mountinfo
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import options as mo
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds.parse import parse_mountinfo
 
 SUPER = ("rw,vers=4.1,rsize=131072,wsize=131072,namlen=255,hard,proto=rdma,port=20049,timeo=600,retrans=2,sec=sys,"
          "clientaddr=10.0.0.2,local_lock=none,addr=10.0.0.1")

@@ -16,9 +16,9 @@ import pytest
 
 from nfs_kernel import new_node, nfs_line
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts as nm
-from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts_check
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import manage as nm
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import check as nfs_mounts_check
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 SYSTEMCTL = "/usr/bin/systemctl"
 SRC = "10.77.0.10:/srv/nfs"

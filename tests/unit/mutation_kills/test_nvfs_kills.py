@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proof as nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 MIB = nvfs.MIB
 SIZE = 16 * MIB

@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proof as nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 from test_nvfs_kills import (  # noqa: F401  pylint: disable=unused-import
     FACTS, HEALTHY, IOMMU_FAIL, READ_OK, SRCVERSION, WRITE_OK, gdsio, gdsio_argv, put, rm, root)

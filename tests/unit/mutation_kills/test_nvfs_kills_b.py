@@ -15,10 +15,10 @@ import shutil
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import cufile_probe
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
-from ansible_collections.gpufabric.node.plugins.module_utils import topology
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import cufile_probe
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proof as nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 from test_nvfs_kills import (EXP, FELL_BACK, HEALTHY, NOT_INIT, OK, SIZE, SRCVERSION, UNVERIFIED, C0, FakeRun,
                              gdsio, gdsio_line, gerr, io, pc, put, rm, xfer)

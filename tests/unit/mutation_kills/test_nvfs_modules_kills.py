@@ -12,8 +12,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_modules as nm
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import nvfs_modules as nm
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 def test_parse_modules_splits_at_the_first_colon_and_needs_a_name():
@@ -55,8 +55,8 @@ def test_read_held_defaults_to_the_running_host():
 
 _CHILD = r"""
 import os, sys
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_modules as nm
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import nvfs_modules as nm
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 os.setsid()                                   # a session leader without a controlling terminal, as a daemon is
 res = nm.read_held(Sysroot(sys.argv[1]))
 try:

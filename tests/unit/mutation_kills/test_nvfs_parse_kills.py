@@ -11,7 +11,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_parse as p
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import parse as p
 
 
 # ------------------------------------------------------------------------------------------------ stats

@@ -14,8 +14,8 @@ import struct
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import pci
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 BDF = "0000:16:00.0"
 

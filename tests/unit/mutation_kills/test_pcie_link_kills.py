@@ -14,8 +14,8 @@ import struct
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import pci
-from ansible_collections.gpufabric.node.plugins.module_utils import pcie_link
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pcie_link
 
 GPU, PORT = "0000:15:00.0", "0000:14:00.0"
 FIX_HEAD = "software cannot retrain a PCIe link for good"

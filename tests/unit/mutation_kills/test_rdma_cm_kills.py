@@ -15,8 +15,8 @@ import pytest
 
 from gpufabric_sim.tree import build_tree
 
-from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import manage as rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from consumers import write
 
 RDMA = "sys/kernel/config/rdma_cm"

@@ -15,9 +15,9 @@ import socket
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import bounded_read
-from ansible_collections.gpufabric.node.plugins.module_utils import routing
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host import bounded_read
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.routing import manage as routing
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 INET = socket.AF_INET
 

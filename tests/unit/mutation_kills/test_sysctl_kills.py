@@ -14,8 +14,8 @@ import stat
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import sysctl
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.sysctl import manage as sysctl
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from consumers import write
 
 CONF = "proc/sys/net/ipv4/conf"

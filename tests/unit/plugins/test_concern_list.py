@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""The one list of concerns (module_utils/concerns.py) and the playbooks' tasks/concerns.yml stay in step."""
+"""The one list of concerns (module_utils/concerns/__init__.py) and the playbooks' tasks/concerns.yml stay in step."""
 from __future__ import absolute_import, division, print_function
 
 import os

@@ -5,8 +5,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufabric.node.plugins.filter.fabric_table import fabric_table
-from ansible_collections.gpufabric.node.plugins.module_utils import topology as topo
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology as topo
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from gpufabric_sim import topology, tree
 
 __metaclass__ = type

@@ -17,10 +17,10 @@ import pytest
 
 from gpufabric_sim.tree import build_tree
 
-from ansible_collections.gpufabric.node.plugins.module_utils import acs
-from ansible_collections.gpufabric.node.plugins.module_utils import pci
-from ansible_collections.gpufabric.node.plugins.module_utils import topology as T
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.acs import manage as acs
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology as T
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 ACS = {"cap": 0x5F, "ctrl": 0x1D}
 

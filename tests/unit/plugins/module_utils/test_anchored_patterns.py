@@ -4,7 +4,11 @@ from __future__ import absolute_import, division, print_function
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_common, nccl, pci, prom, state
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import common as kmod_common
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nccl import manage as nccl
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
+from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
 
 __metaclass__ = type
 

@@ -16,8 +16,10 @@ from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 from gpufabric_sim.emulators import dcb as dcb_emu
 
-from ansible_collections.gpufabric.node.plugins.module_utils import applier, pci, rdma_cm, state
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier, state
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import manage as rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 RDMA = "sys/kernel/config/rdma_cm"
 NVFS = "sys/module/nvidia_fs/parameters/rw_stats_enabled"

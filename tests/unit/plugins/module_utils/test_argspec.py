@@ -11,7 +11,8 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator as Ansibl
 from ansible.module_utils.common.process import get_bin_path as ansible_get_bin_path
 from ansible.module_utils.parsing.convert_bool import boolean as ansible_boolean
 
-from ansible_collections.gpufabric.node.plugins.module_utils import argspec, node_payload
+from ansible_collections.gpufabric.node.plugins.module_utils import argspec
+from ansible_collections.gpufabric.node.plugins.module_utils import node_payload
 
 __metaclass__ = type
 

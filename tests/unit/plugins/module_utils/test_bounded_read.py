@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import bounded_read as B
+from ansible_collections.gpufabric.node.plugins.module_utils.host import bounded_read as B
 
 LIMIT = 1 << 20
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Captures (module_utils/capture.py) of simulated nodes replay through discovery with the facts of the live pass."""
+"""Captures (module_utils/report/capture.py) of simulated nodes replay through discovery with the facts of the live pass."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -18,9 +18,9 @@ from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 from sysfs_host import build, gpu, nic, rbus, virtio_nic
 
-from ansible_collections.gpufabric.node.plugins.module_utils import capture as C
-from ansible_collections.gpufabric.node.plugins.module_utils import topology as T
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.report import capture as C
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology as T
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 MICROVM_RXE = {"nodes": {0: "0-15"}, "buses": [rbus(
     "0000:00", -1, {"bdf": "0000:00:00.0", "kind": "other", "class": 0x060000},
@@ -120,7 +120,7 @@ def test_masking_is_consistent_and_keeps_pairs():
     assert m.text("ff:ff:ff:ff:ff:ff") == "ff:ff:ff:ff:ff:ff" and m.text("00:00:00:00:00:00") == "00:00:00:00:00:00"
     eui = "ba3f:d2ff:fe11:2233"                  # EUI-64 of the MAC: masked from the masked MAC
     masked = m.text(eui)
-    from ansible_collections.gpufabric.node.plugins.module_utils.topology_rails import guid_to_mac
+    from ansible_collections.gpufabric.node.plugins.module_utils.discovery.rails import guid_to_mac
     assert guid_to_mac(masked) == "02:00:00:00:00:01"
     gid = "0000:0000:0000:0000:0000:ffff:0a64:0001"
     assert m.text(gid) == "0000:0000:0000:0000:0000:ffff:0a00:0001"

@@ -14,9 +14,9 @@ import platform
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import capture as C
-from ansible_collections.gpufabric.node.plugins.module_utils import topology as T
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.report import capture as C
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology as T
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CAPTURES = os.path.normpath(os.path.join(HERE, "..", "..", "..", "fixtures", "captures"))

@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import check_results as cr
+from ansible_collections.gpufabric.node.plugins.module_utils.check import results as cr
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
 
 OK = model.status(model.OK)

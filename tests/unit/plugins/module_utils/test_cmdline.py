@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from cmdline_nodes import ACS, Node, make_el, next_boot
 
-from ansible_collections.gpufabric.node.plugins.module_utils import cmdline as c
-from ansible_collections.gpufabric.node.plugins.module_utils import cmdline_args
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline import manage as c
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline import args as cmdline_args
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 # --------------------------------------------------------------------------- parsing
 

@@ -14,9 +14,9 @@ import pytest
 from cmdline_nodes import (ACS, KVER, Node, efivar, make_debian, make_el, make_microvm, make_systemd_boot,
                            remove_tools, w)
 
-from ansible_collections.gpufabric.node.plugins.module_utils import cmdline as c
-from ansible_collections.gpufabric.node.plugins.module_utils import cmdline_detect as d
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline import manage as c
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline import detect as d
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 GRUB_ONLY = ("update-grub", "grub-mkconfig", "grub2-mkconfig")
 EL_RELEASE = 'NAME="Rocky Linux"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'

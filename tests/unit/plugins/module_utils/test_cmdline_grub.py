@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from cmdline_nodes import ACS, GRUB_TOOLS, Node, make_debian, make_wrappers, next_boot, remove_tools, w, which_in
 from gpufabric_sim.emulators import grub as grub_emu
 
-from ansible_collections.gpufabric.node.plugins.module_utils import cmdline as c
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline import manage as c
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 DROPIN = "etc/default/grub.d/99-gpufabric.cfg"
 OLD_HEADER = ("# Managed by the gpufabric.node Ansible collection (gpufabric.node.kernel_cmdline).\n"

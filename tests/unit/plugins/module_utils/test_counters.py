@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import counters as c
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import counters as c
 
 MIB = 1 << 20
 
@@ -281,7 +281,7 @@ def test_rdma_delta_and_reset():
 
 def test_snapshot_reads_the_rdma_ports_hw_counters(tmp_path):
     from gpufabric_sim import tree as sim_tree
-    from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+    from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
     root = str(tmp_path / "root")
     sim_tree.build_tree(root, "hgx-h200")
     with open(tmp_path / "root/sys/class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent", "w") as f:

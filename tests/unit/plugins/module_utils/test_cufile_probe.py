@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import cufile_probe as cp
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import cufile_probe as cp
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proof as nvfs
 
 
 @pytest.mark.parametrize("code,name", [(0, "CU_FILE_SUCCESS"), (5001, "CU_FILE_DRIVER_NOT_INITIALIZED"),

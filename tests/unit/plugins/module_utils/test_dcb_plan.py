@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import dcb, dcb_plan
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb, plan as dcb_plan
 
 __metaclass__ = type
 
@@ -249,7 +249,7 @@ import tempfile  # noqa: E402
 
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot  # noqa: E402
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot  # noqa: E402
 from gpufabric_sim.emulators import dcb as dcb_emu  # noqa: E402
 
 

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""DCBX ownership (module_utils/dcbx.py) and its part of the dcb concern, against the dcb emulator (dcb_dcbx.py)."""
+"""DCBX ownership (module_utils/concerns/dcb/dcbx.py) and its part of the dcb concern, against the dcb emulator (dcb_dcbx.py)."""
 from __future__ import absolute_import, division, print_function
 
 import os
@@ -9,8 +9,8 @@ import pytest
 from gpufabric_sim.emulators import dcb as dcb_emu
 from gpufabric_sim.emulators import dcb_dcbx
 
-from ansible_collections.gpufabric.node.plugins.module_utils import dcb, dcbx
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb, dcbx
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 __metaclass__ = type
 

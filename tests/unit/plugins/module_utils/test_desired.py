@@ -5,7 +5,7 @@ from __future__ import absolute_import, division, print_function
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpufabric.node.plugins.module_utils import desired
+from ansible_collections.gpufabric.node.plugins.module_utils import contradictions as desired
 
 __metaclass__ = type
 

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""ECN/DCQCN planner (module_utils/ecn.py) on host trees laid out as the kernel does (sysfs_host)."""
+"""ECN/DCQCN planner (module_utils/concerns/ecn/manage.py) on host trees laid out as the kernel does (sysfs_host)."""
 from __future__ import absolute_import, division, print_function
 
 import os
@@ -9,7 +9,7 @@ import pytest
 import lockdown_kernel as lk
 import sysfs_host as sh
 
-from ansible_collections.gpufabric.node.plugins.module_utils import ecn
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import manage as ecn
 
 __metaclass__ = type
 

@@ -8,8 +8,8 @@ import pytest
 
 import lockdown_kernel as lk
 
-from ansible_collections.gpufabric.node.plugins.module_utils import ecn_host
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import host as ecn_host
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 __metaclass__ = type
 

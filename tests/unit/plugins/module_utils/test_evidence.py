@@ -17,8 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 
-from ansible_collections.gpufabric.node.plugins.module_utils import evidence, inputs, prom, topology
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ import pytest
 from fleet_nodes import DRIFT, all_ok, discover_shipped, drifting, nodes_of
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
-from ansible_collections.gpufabric.node.plugins.module_utils import fleet_report as fr
-from ansible_collections.gpufabric.node.plugins.module_utils import report as report_mod
+from ansible_collections.gpufabric.node.plugins.module_utils.report import fleet as fr
+from ansible_collections.gpufabric.node.plugins.module_utils.report import drift as report_mod
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 V1 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "fleet-report-v1.json")

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/gpu_operator.py against the GPU Operator model of the fake API (tests/fakes/gpu_operator.py),
+"""module_utils/upgrade/gpu_operator.py against the GPU Operator model of the fake API (tests/fakes/gpu_operator.py),
 driven without HTTP: every poll is a dispatched request, as kubernetes.core would send it."""
 
 from __future__ import absolute_import, division, print_function
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import gpu_operator as op
+from ansible_collections.gpufabric.node.plugins.module_utils.upgrade import gpu_operator as op
 
 FAKES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fakes")
 if FAKES not in sys.path:

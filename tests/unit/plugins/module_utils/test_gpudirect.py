@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which GPUDirect RDMA mechanism a node's RDMA NICs can use (module_utils/gpudirect.py)."""
+"""Which GPUDirect RDMA mechanism a node's RDMA NICs can use (module_utils/discovery/gpudirect.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,9 +14,10 @@ import yaml
 
 from gpufabric_sim.tree import build_tree
 
-from ansible_collections.gpufabric.node.plugins.module_utils import gpudirect as G
-from ansible_collections.gpufabric.node.plugins.module_utils import topology as T
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gpudirect_rdma import check as GC
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import gpudirect as G
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology as T
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 
@@ -85,7 +86,7 @@ def test_mechanism_on_simulated_nodes(tmp_path, case):
     facts = T.discover(sr)
     g = facts["gpudirect_rdma"]
     assert (g["mechanism"], g["usable"]) == (mech, usable)
-    doc = G.check(sr, desired, facts)
+    doc = GC.check(sr, desired, facts)
     assert doc["status"] == status
     assert fragment in doc["reason"]
     if status == "drift":
@@ -129,10 +130,10 @@ def test_rhel_layout_reads_lib64_and_no_rails_is_not_applicable(tmp_path):
     sr = Sysroot(root)
     assert G.rdma_core_release(sr) == (48, "/usr/lib64/libibverbs.so.1.14.48.0")
     facts = T.discover(sr)
-    assert G.check(sr, None, facts)["status"] == "ok"
+    assert GC.check(sr, None, facts)["status"] == "ok"
     facts["rails"] = []
     facts["gpudirect_rdma"] = G.facts(sr, facts)
-    assert G.check(sr, None, facts)["status"] == "not_applicable"
+    assert GC.check(sr, None, facts)["status"] == "not_applicable"
 
 
 def test_real_h200_host(tmp_path):

@@ -11,8 +11,8 @@ import types
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import guard
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import guard
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 NOBODY = 65534
 SCRIPT = "/usr/local/sbin/gpufabric-apply"

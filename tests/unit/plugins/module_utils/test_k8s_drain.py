@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/k8s_drain.py: what a drain waits for, which budget refused it, from the API's objects."""
+"""module_utils/upgrade/k8s_drain.py: what a drain waits for, which budget refused it, from the API's objects."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import k8s_drain as kd
+from ansible_collections.gpufabric.node.plugins.module_utils.upgrade import k8s_drain as kd
 
 REFUSED = ("Failed to delete pod default/web-0 due to: Cannot evict pod as it would violate the pod's disruption "
            "budget.")

@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kernel_hold as kh
-from ansible_collections.gpufabric.node.plugins.module_utils import node_check
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import kernel_hold as kh
+from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles as op
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from gpufabric_sim.emulators import pkg
 
 UB = "6.8.0-45-generic"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_apt as ka
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import stage2_apt as ka
 
 
 @pytest.mark.parametrize("line,normal", [

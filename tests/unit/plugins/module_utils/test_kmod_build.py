@@ -16,8 +16,8 @@ import tarfile
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "vendor_nfs"))
 sys.path.insert(0, FIXTURES)

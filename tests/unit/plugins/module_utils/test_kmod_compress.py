@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_builder
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_compress as kc
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import stage5_builder as kmod_builder
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import compress as kc
 
 FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "vendor_nfs"))
 sys.path.insert(0, FIXTURES)

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
 
 KVER = "6.8.0-45-generic"
 DIGEST = "sha256:" + "ab" * 32

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_source as ks
-from ansible_collections.gpufabric.node.plugins.module_utils.kmod_common import KmodBuildError
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import stage1_source as ks
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs.common import KmodBuildError
 
 PATHS = [pytest.param(True, id="data_filter", marks=pytest.mark.skipif(
     not ks.HAS_DATA_FILTER, reason="this Python has no tarfile.data_filter")),
@@ -253,7 +253,7 @@ def test_build_with_an_escaping_tarball_runs_nothing_and_leaves_nothing(deep):
     builder image's ID is part of the key), which never sees the tarball."""
     import hashlib
     import json
-    from ansible_collections.gpufabric.node.plugins.module_utils import kmod_builder
+    from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import stage5_builder as kmod_builder
     top, _dest = deep
     tb = tarball(top / "vastnfs-evil.tar", [member("vastnfs-9", "dir")] + [
         member("vastnfs-9/" + ti.name, kind="sym" if ti.issym() else ("dir" if ti.isdir() else "file"),

@@ -15,9 +15,9 @@ from fleet_nodes import DRIFT, all_ok, discover_shipped, nodes_of
 from markdown_it import MarkdownIt
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
-from ansible_collections.gpufabric.node.plugins.module_utils import fleet_report as fr
-from ansible_collections.gpufabric.node.plugins.module_utils import markdown as md
-from ansible_collections.gpufabric.node.plugins.module_utils import report as rpt
+from ansible_collections.gpufabric.node.plugins.module_utils.report import fleet as fr
+from ansible_collections.gpufabric.node.plugins.module_utils.report import markdown as md
+from ansible_collections.gpufabric.node.plugins.module_utils.report import drift as rpt
 
 HOSTILE = [
     "x\n# forged heading",

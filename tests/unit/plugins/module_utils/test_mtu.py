@@ -11,8 +11,9 @@ from hypothesis import given, strategies as st
 
 from mtu_kernel import Kernel
 
-from ansible_collections.gpufabric.node.plugins.module_utils import mtu, topology
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import manage as mtu
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 @pytest.mark.parametrize("value, ok", [

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nccl
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nccl import manage as nccl
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 GID_CASES = [
     # id, per rail, explicit, expected index or error text

@@ -10,11 +10,11 @@ from hypothesis import given, settings, strategies as st
 
 from nfs_kernel import new_node, nfs_line
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mount_options as mo
-from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts as nm
-from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts_check as check
-from ansible_collections.gpufabric.node.plugins.module_utils.nvfs_parse import parse_mountinfo
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import options as mo
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import manage as nm
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import check
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds.parse import parse_mountinfo
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 __metaclass__ = type
 

@@ -10,8 +10,8 @@ import pytest
 
 from nfs_kernel import nfs_line
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mount_options as mo
-from ansible_collections.gpufabric.node.plugins.module_utils.nvfs_parse import parse_mountinfo
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import options as mo
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds.parse import parse_mountinfo
 
 __metaclass__ = type
 

@@ -10,10 +10,10 @@ import pytest
 
 from nfs_kernel import mount_line, new_node, nfs_line
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nfs_client_caps as caps
-from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts as nm
-from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts_check as check
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import client_caps as caps
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import manage as nm
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import check
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 __metaclass__ = type
 

@@ -10,21 +10,23 @@ the node outside an Ansible module, with the node's Python, which has no Ansible
 - a payload without one of its files fails that run (the check can fail)."""
 from __future__ import absolute_import, division, print_function
 
-import ast
+import importlib
 import os
 import subprocess
 import sys
 
 import desired_doc
+import import_graph
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import evidence, node_payload, persist, persist_evidence
-from ansible_collections.gpufabric.node.plugins.module_utils import node_desired as nd
+from ansible_collections.gpufabric.node.plugins.module_utils import node_payload
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence, persist, persist_evidence
+from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
 
 __metaclass__ = type
 
 PKG = persist.PKG
-HERE = os.path.dirname(os.path.abspath(node_payload.__file__))
+MODULES = import_graph.modules()
 LIB = "/usr/local/lib/gpufabric"
 APPLY = "/usr/local/sbin/gpufabric-apply"
 EVIDENCE = "/usr/local/sbin/gpufabric-evidence"
@@ -35,26 +37,9 @@ PYTHONS = [sys.executable] + [p for p in ("/usr/bin/python3",) if os.path.exists
 
 
 def imports(name):
-    """[(module imported, node, inside a try that handles ImportError)] of payload file ``name``."""
-    with open(os.path.join(HERE, name + ".py")) as f:
-        tree = ast.parse(f.read(), name)
-    guarded = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Try) and any(
-                h.type is not None and "ImportError" in ast.dump(h.type) for h in node.handlers):
-            for stmt in node.body:
-                guarded.update(id(n) for n in ast.walk(stmt))
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.extend((a.name, node, id(node) in guarded) for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "%s: relative import" % name
-            if node.module == PKG:
-                out.extend(("%s.%s" % (PKG, a.name), node, id(node) in guarded) for a in node.names)
-            else:
-                out.append((node.module, node, id(node) in guarded))
-    return out
+    """[(dotted module_utils name or None, line, inside a try that handles ImportError, module imported)] of
+    payload file ``name`` (import_graph resolves ``from P.pkg import mod`` to the module)."""
+    return import_graph.imports(MODULES[name], MODULES)
 
 
 def test_every_import_of_the_payload_is_in_it_and_none_is_ansible():
@@ -62,13 +47,14 @@ def test_every_import_of_the_payload_is_in_it_and_none_is_ansible():
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
     problems = []
     for name in sorted(payload):
-        for mod, node, guarded in imports(name):
-            where = "%s.py:%d imports %s" % (name, node.lineno, mod)
+        assert name in MODULES, "%s: no such module_utils file" % name
+        for local, line, guarded, mod in imports(name):
+            where = "%s:%d imports %s" % (name, line, mod)
             top = mod.split(".")[0]
-            if mod.startswith(PKG + "."):
-                if mod[len(PKG) + 1:].split(".")[0] not in payload:
-                    problems.append(where + ": not in the node payload")
-            elif top in ("ansible", "ansible_collections"):
+            if local is not None:
+                if local not in payload:
+                    problems.append(where + ": not in the node payload (%s)" % (local or "the package"))
+            elif top in ("ansible", "ansible_collections") or mod.startswith("."):
                 problems.append(where + ": the node's Python has no Ansible")
             elif top in OPTIONAL:
                 if not guarded:
@@ -79,20 +65,32 @@ def test_every_import_of_the_payload_is_in_it_and_none_is_ansible():
 
 
 def test_the_payload_is_what_the_entry_points_import():
-    """No file more than the entry points reach: the closure of their imports is the list."""
-    seen, todo = set(), list(node_payload.ENTRY_POINTS)
-    while todo:
-        name = todo.pop()
-        if name not in seen:
-            seen.add(name)
-            todo.extend(m[len(PKG) + 1:].split(".")[0] for m, _n, _g in imports(name) if m.startswith(PKG + "."))
+    """No file more than the entry points reach: the closure of their imports (and of the package __init__ files
+    above them) is the list, the list file itself included."""
+    seen = import_graph.closure(import_graph.graph(), node_payload.ENTRY_POINTS) | {"node_payload"}
     assert sorted(seen) == sorted(node_payload.NODE_PAYLOAD)
-    assert persist_evidence.ENTRY in node_payload.ENTRY_POINTS and "applier" in node_payload.ENTRY_POINTS
+    assert persist_evidence.ENTRY in node_payload.ENTRY_POINTS and "boot.applier" in node_payload.ENTRY_POINTS
 
 
-def test_a_file_missing_from_the_process_is_named():
-    with pytest.raises(persist.PersistError, match="module_utils.no_such_file of the node payload is not loaded"):
+def test_a_file_that_cannot_be_imported_is_named():
+    with pytest.raises(persist.PersistError, match="module_utils.no_such_file of the node payload cannot be imported"):
         persist.module_utils_sources(node_payload.NODE_PAYLOAD + ("no_such_file",))
+
+
+def test_a_file_not_loaded_yet_is_imported_by_name():
+    """What the module reading the payload has not imported yet is imported (AnsiballZ shipped it with the entry
+    points); the source is the module's own."""
+    calls = []
+    mods = {}
+
+    def importer(name):
+        calls.append(name)
+        return importlib.import_module(name)
+
+    out = persist.module_utils_sources(("host.sysroot",), modules=mods, importer=importer)
+    assert calls == [PKG + ".host.sysroot"]
+    with open(MODULES["host.sysroot"]) as f:
+        assert out == {"host.sysroot": f.read()}
 
 
 # --- the payload on a node -----------------------------------------------------------------------------
@@ -171,7 +169,7 @@ def test_every_entry_point_runs_from_the_payload_alone(root, python):
         assert 'gpufabric_concern_status{concern="persistence"' in f.read()
 
 
-@pytest.mark.parametrize("missing", ["argspec", "state", "sysroot"])
+@pytest.mark.parametrize("missing", ["argspec", "boot.state", "host.sysroot"])
 def test_a_payload_without_one_of_its_files_fails(root, missing):
     install(root, sys.executable, tuple(n for n in node_payload.NODE_PAYLOAD if n != missing))
     problems = run_entry_points(root, sys.executable)

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import applier, nodelock
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier
+from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 __metaclass__ = type
 
@@ -19,16 +20,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.abspath(os.path.join(HERE, "..", "..", "..", "..", ".build"))
 HOLDER = """
 import sys
-from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 with nodelock.NodeLock(Sysroot(sys.argv[1]), sys.argv[2], timeout=float(sys.argv[3])):
     print("held", flush=True)
     sys.stdin.read()
 """
 TRY = """
 import sys
-from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 try:
     with nodelock.NodeLock(Sysroot(sys.argv[1]), "probe", timeout=0):
         print("got it")
@@ -229,8 +230,8 @@ def test_applier_lock_wait_option_is_bounded():
 
 COUNTER = """
 import os, sys, time
-from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 path = os.path.join(sys.argv[1], "counter")
 for _ in range(20):
     with nodelock.NodeLock(Sysroot(sys.argv[1]), "counter", timeout=60):

@@ -15,8 +15,8 @@ from gpufabric_sim import nvfs_proc
 from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proof as nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "modules", "fixtures", "gds")
 

@@ -12,9 +12,9 @@ import pytest
 
 from gpufabric_sim import nvfs_proc
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs_modules as nm
-from ansible_collections.gpufabric.node.plugins.module_utils import proof_concerns as pc
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import nvfs_modules as nm
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proofs as pc
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 def test_devices_lowest_minor_first(tmp_path):

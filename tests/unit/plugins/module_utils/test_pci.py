@@ -13,8 +13,8 @@ import pytest
 
 from gpufabric_sim.tree import build_tree
 
-from ansible_collections.gpufabric.node.plugins.module_utils import pci
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""PCIe link health (module_utils/pcie_link.py) on simulated layouts, on the real H200 host's link files and on
+"""PCIe link health (module_utils/discovery/pcie_link.py) on simulated layouts, on the real H200 host's link files and on
 generated link values."""
 
 from __future__ import absolute_import, division, print_function
@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from gpufabric_sim.tree import build_tree
 
-from ansible_collections.gpufabric.node.plugins.module_utils import pcie_link as L
-from ansible_collections.gpufabric.node.plugins.module_utils import topology as T
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pcie_link as L
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology as T
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 ACS = {"cap": 0x5F, "ctrl": 0x1D}

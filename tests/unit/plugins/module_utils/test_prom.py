@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
-from ansible_collections.gpufabric.node.plugins.module_utils import prom
+from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
 
 
 def parse(text):

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import manage as rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 RDMA = "sys/kernel/config/rdma_cm"
 

@@ -13,9 +13,14 @@ import signal
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import (
-    acs, bounded_read, kernel_hold, kmod_common, kmod_install, nfs_mounts_check, routing)
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.acs import manage as acs
+from ansible_collections.gpufabric.node.plugins.module_utils.host import bounded_read
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import kernel_hold
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import (
+    common as kmod_common, stage7_install as kmod_install)
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import check as nfs_mounts_check
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.routing import manage as routing
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 __metaclass__ = type
 

@@ -14,8 +14,8 @@ import pytest
 from fleet_nodes import all_ok, discover_shipped, identity
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
-from ansible_collections.gpufabric.node.plugins.module_utils import fleet_report as fr
-from ansible_collections.gpufabric.node.plugins.module_utils import report as rpt
+from ansible_collections.gpufabric.node.plugins.module_utils.report import fleet as fr
+from ansible_collections.gpufabric.node.plugins.module_utils.report import drift as rpt
 
 # id, the bad node's data (a function of the good node's facts), words the error must contain
 SHAPES = [

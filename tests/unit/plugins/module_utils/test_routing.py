@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import routing
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.routing import manage as routing
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 pyroute2 = pytest.importorskip("pyroute2")
 from pyroute2.netlink.rtnl.fibmsg import fibmsg  # noqa: E402

@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import routing
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.routing import manage as routing
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 RAIL = {"rail": "ens1np0", "table": 100, "address": "10.100.0.1", "prefixlen": 16, "gateway": None}
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import state
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 DCB = {"rails": ["ens2np0", "ens1np0"], "dscp_map": [{"dscp": 26, "priority": 3}], "pfc_priorities": [3],
        "trust": "dscp", "ets": None}

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import sysctl
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.sysctl import manage as sysctl
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 CONF = "proc/sys/net/ipv4/conf"
 FILE = "etc/sysctl.d/90-gpufabric-rails.conf"

@@ -16,8 +16,8 @@ import pytest
 
 from sysfs_host import bridge, build, down, gpu, host, nic, rbus, rp, up, virtio_nic
 
-from ansible_collections.gpufabric.node.plugins.module_utils import topology as T
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology as T
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 def by(items, key, value):

@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sysfs_host import build, walk
 
-from ansible_collections.gpufabric.node.plugins.module_utils import pci
-from ansible_collections.gpufabric.node.plugins.module_utils import topology as T
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology as T
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 CX = {"vendor": 0x15B3, "device": 0x197B}
 # 500 generated trees per property (issue 12: at least 500 in CI); CI replays them derandomized and a failure

@@ -12,8 +12,8 @@ import os
 
 from gpufabric_sim.tree import build_tree
 
-from ansible_collections.gpufabric.node.plugins.module_utils import topology as T
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology as T
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
 # a VM is too small for the shipped-topology contract (tests/unit/lab/test_tree.py): it lives with the fixtures

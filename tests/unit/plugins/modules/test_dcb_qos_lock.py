@@ -39,8 +39,8 @@ print(json.dumps(run_module(dcb_qos, args, check_mode=args.pop("_check", False))
 """
 HOLDER = """
 import sys
-from ansible_collections.gpufabric.node.plugins.module_utils import nodelock
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 with nodelock.NodeLock(Sysroot(sys.argv[1]), "test-holder", timeout=0):
     print("held", flush=True)
     sys.stdin.read()

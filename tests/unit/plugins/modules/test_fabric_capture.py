@@ -12,9 +12,9 @@ from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import capture as C
-from ansible_collections.gpufabric.node.plugins.module_utils import topology as T
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.report import capture as C
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology as T
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import fabric_capture
 
 

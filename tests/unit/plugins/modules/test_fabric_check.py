@@ -20,10 +20,10 @@ from mtu_kernel import Kernel
 from test_check_mode_all import template  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
-from ansible_collections.gpufabric.node.plugins.module_utils import mtu_task
-from ansible_collections.gpufabric.node.plugins.module_utils import node_check
-from ansible_collections.gpufabric.node.plugins.module_utils import node_desired as nd
-from ansible_collections.gpufabric.node.plugins.module_utils.task_host import LocalRunner
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import task as mtu_task
+from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
+from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
+from ansible_collections.gpufabric.node.plugins.module_utils.check.task_host import LocalRunner
 
 PKG = "ansible_collections.gpufabric.node.plugins.modules."
 

@@ -16,11 +16,11 @@ from test_check_mode_all import template  # noqa: F401 pylint: disable=unused-im
 from test_fabric_check import DRIFTED, _check, node  # noqa: F401 pylint: disable=unused-import
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
-from ansible_collections.gpufabric.node.plugins.module_utils import node_check
-from ansible_collections.gpufabric.node.plugins.module_utils import node_desired as nd
-from ansible_collections.gpufabric.node.plugins.module_utils import pcie_link
-from ansible_collections.gpufabric.node.plugins.module_utils import state as state_store
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
+from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pcie_link
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import state as state_store
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 NEW = ("ecn", "mtu", "nfs_mounts", "pcie_link", "gpudirect_rdma")
 
@@ -145,7 +145,7 @@ def test_fabric_health_failure_is_the_error_of_its_own_concern_only(node, monkey
 
 def test_fabric_health_uses_the_plays_discovery(node, monkeypatch):  # noqa: F811
     """One discovery for the whole check: the fabric_health body gets the play's facts and discovers nothing."""
-    from ansible_collections.gpufabric.node.plugins.module_utils import topology
+    from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
     calls = []
     real = topology.discover
 

@@ -15,7 +15,7 @@ import pytest
 from gpufabric_sim import tree as sim_tree
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import SYSROOT_ENV
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import SYSROOT_ENV
 from ansible_collections.gpufabric.node.plugins.modules import fabric_health
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -105,19 +105,19 @@ def test_bad_input_and_unreadable_log(trees, monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("broken,other,other_status", [
-    ("gpudirect", "pcie_link", "drift"),
+    ("gdr_check", "pcie_link", "drift"),
     ("pcie_link", "gpudirect_rdma", "ok"),
 ])
 def test_an_error_in_one_check_is_that_concerns_error_only(trees, monkeypatch, broken, other, other_status):
     """Each check is isolated: a read error in one marks that concern error; the other keeps its own status."""
-    from ansible_collections.gpufabric.node.plugins.module_utils import health_task
+    from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gpudirect_rdma import task as health_task
 
     def boom(*_a, **_k):
         raise OSError(5, "Input/output error")
     monkeypatch.setattr(getattr(health_task, broken), "check", boom)
     monkeypatch.setenv(SYSROOT_ENV, trees("pcie-4gpu-downtrained"))
     r = run_module(fabric_health, {}, monkeypatch=monkeypatch)
-    name = "gpudirect_rdma" if broken == "gpudirect" else "pcie_link"
+    name = "gpudirect_rdma" if broken == "gdr_check" else "pcie_link"
     assert r["failed"] and name in r["msg"] and "Input/output error" in r["msg"]
     assert r["concerns"][name]["status"] == "error"
     assert "Input/output error" in r["concerns"][name]["reason"]

@@ -22,9 +22,9 @@ from gpufabric_sim.emulators import dcb as dcb_emu
 from modrunner import run_module
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
-from ansible_collections.gpufabric.node.plugins.module_utils import pci
-from ansible_collections.gpufabric.node.plugins.module_utils import topology
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import fabric_metrics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -348,7 +348,7 @@ def test_bad_input(node, monkeypatch, args, match):
 def test_links_rdma_counters_and_the_recorded_gds_verdict(node, monkeypatch):
     """Without a gds parameter the record the last proof left on the node is used (its time, no age: the file
     would change on every run); PCIe links and RDMA counters come from sysfs."""
-    from ansible_collections.gpufabric.node.plugins.module_utils import evidence
+    from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence
     root, manifest = node
     sr = Sysroot(root)
     evidence.record_gds_verdict(sr, {"transfer": {"bytes": 1 << 24}, "gds_active": True,

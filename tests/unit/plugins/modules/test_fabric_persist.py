@@ -18,8 +18,9 @@ from gpufabric_sim import tree as sim_tree
 from gpufabric_sim.emulators import dcb as dcb_emu
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import state
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import persist
 from ansible_collections.gpufabric.node.plugins.modules import fabric_persist
 
 LAB = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "lab"))
@@ -66,7 +67,8 @@ def test_install_then_idempotent(node, monkeypatch):
     res = run_module(fabric_persist, {}, diff=True, monkeypatch=monkeypatch)
     assert not res.get("failed"), res
     assert res["changed"] is True
-    assert {"applier", "state", "dcb", "rdma_cm", "acs", "routing", "sysroot", "topology"} <= set(res["module_utils"])
+    assert {"boot.applier", "boot.state", "concerns.dcb.manage", "concerns.rdma_cm.manage", "concerns.acs.manage",
+            "concerns.routing.manage", "host.sysroot", "discovery.topology", "concerns"} <= set(res["module_utils"])
     assert res["commands"] == ["systemctl daemon-reload", "systemctl enable gpufabric-apply.service",
                                "udevadm control --reload"]
     assert actions(root) == ["systemctl daemon-reload",
@@ -75,7 +77,8 @@ def test_install_then_idempotent(node, monkeypatch):
     # the applier copy is byte-identical to the collection's module_utils
     here = os.path.join(os.path.dirname(fabric_persist.__file__), "..", "module_utils")
     for name in res["module_utils"]:
-        with open(os.path.join(here, name + ".py")) as a, open(os.path.join(root, LIB.lstrip("/"), name + ".py")) as b:
+        rel = persist.module_path(name)
+        with open(os.path.join(here, rel)) as a, open(os.path.join(root, LIB.lstrip("/"), rel)) as b:
             assert a.read() == b.read(), name
     assert os.path.exists(os.path.join(root, "usr/local/lib/gpufabric/ansible_collections/__init__.py"))
     unit = bootsim.read_unit(os.path.join(root, "etc/systemd/system/gpufabric-apply.service"))

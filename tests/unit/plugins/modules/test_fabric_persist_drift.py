@@ -20,8 +20,8 @@ from modrunner import run_module
 # node: the simulated node fixture
 from test_fabric_persist import LIB, node  # noqa: F401  pylint: disable=unused-import
 
-from ansible_collections.gpufabric.node.plugins.module_utils import persist, state
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import persist, state
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import fabric_persist
 
 NOBODY = 65534
@@ -30,7 +30,7 @@ SCRIPT = "/usr/local/sbin/gpufabric-apply"
 RULE = "/etc/udev/rules.d/90-gpufabric-rdma.rules"
 UNIT_FILE = "/etc/systemd/system/" + UNIT
 TEMPLATE_FILE = "/etc/systemd/system/gpufabric-apply@.service"
-APPLIER = LIB + "/applier.py"
+APPLIER = LIB + "/boot/applier.py"
 STATE = "/etc/gpufabric/state.json"
 
 
@@ -143,6 +143,8 @@ CASES = [
     ("library file of another group", {}, chown(APPLIER, 0, 100), [(APPLIER, "owner", "0:100", "0:0")], True, []),
     ("library file no longer in the collection", {}, write(LIB + "/old_concern.py", "import os\n"),
      [(LIB + "/old_concern.py", "content", "present", "absent")], True, []),
+    ("library file of an older layout, in a package", {}, write(LIB + "/concerns/old/task.py", "import os\n"),
+     [(LIB + "/concerns/old/task.py", "content", "present", "absent")], True, []),
     ("symlink planted in the library", {}, symlink(LIB + "/helper.py", "/tmp/helper.py"),
      [(LIB + "/helper.py", "content", "present", "absent")], True, []),
     ("library directory writable by others", {}, chmod(LIB, 0o777), [(LIB, "mode", "0777", "0755")], True, []),
@@ -295,16 +297,16 @@ def test_layout_agrees_with_systemctl(node, monkeypatch, tampers):
 def swapped_module(root, _b):
     """rdma_cm.py replaced by a symlink to a copy outside the node (the import still works)."""
     copy = os.path.join(os.path.dirname(root), "elsewhere_rdma_cm.py")
-    with open(at(root, LIB + "/rdma_cm.py")) as src, open(copy, "w") as dst:
+    with open(at(root, LIB + "/concerns/rdma_cm/manage.py")) as src, open(copy, "w") as dst:
         dst.write(src.read())
-    symlink(LIB + "/rdma_cm.py", copy)(root, _b)
+    symlink(LIB + "/concerns/rdma_cm/manage.py", copy)(root, _b)
 
 
 @pytest.mark.parametrize("tamper,path", [
     (chmod(SCRIPT, 0o757), SCRIPT),
     (chown(APPLIER, NOBODY), APPLIER),
     (steps(recorded, chmod(STATE, 0o646)), STATE),
-    (swapped_module, LIB + "/rdma_cm.py"),
+    (swapped_module, LIB + "/concerns/rdma_cm/manage.py"),
     (chmod(LIB, 0o757), LIB),
 ], ids=["script o+w", "library file of nobody", "state file o+w", "library file swapped for a symlink",
         "library directory o+w"])

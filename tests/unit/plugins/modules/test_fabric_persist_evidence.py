@@ -25,9 +25,11 @@ from gpufabric_sim import tree as sim_tree
 from gpufabric_sim.emulators import dcb as dcb_emu
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns, evidence, persist_evidence, topology
-from ansible_collections.gpufabric.node.plugins.module_utils import node_desired as nd
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence, persist_evidence
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import fabric_persist
 
 LAB = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "lab"))
@@ -120,7 +122,7 @@ def test_install_idempotent_and_the_file_follows_the_node(node, monkeypatch):
     timer = bootsim.read_unit(os.path.join(root, UNITS, persist_evidence.TIMER))
     assert bootsim.unit_value(timer, "Timer", "OnUnitActiveSec") == "30s"
     assert bootsim.unit_value(timer, "Install", "WantedBy") == "timers.target"
-    assert {"evidence", "evidence_timer", "prom", "persist_evidence"} <= set(res["module_utils"])
+    assert {"boot.evidence", "boot.evidence_timer", "report.prom", "boot.persist_evidence"} <= set(res["module_utils"])
 
     again = run_module(fabric_persist, ARGS, monkeypatch=monkeypatch)
     assert again["changed"] is False and again["commands"] == [] and again["drift"] == []
@@ -252,7 +254,7 @@ def test_hostile_text_in_the_desired_state_is_json_on_the_node(node, monkeypatch
 
 
 def test_the_script_runs_a_module_the_library_copy_holds():
-    from ansible_collections.gpufabric.node.plugins.module_utils import persist_task
+    from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import task as persist_task
     from ansible_collections.gpufabric.node.plugins.module_utils import node_payload
     assert persist_evidence.ENTRY in node_payload.ENTRY_POINTS
     assert sorted(persist_task.library_sources()) == sorted(node_payload.NODE_PAYLOAD)

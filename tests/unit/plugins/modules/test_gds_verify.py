@@ -20,7 +20,7 @@ from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nvfs
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proof as nvfs
 from ansible_collections.gpufabric.node.plugins.modules import gds_verify
 
 RECORD = os.path.join(os.path.dirname(__file__), "fixtures", "gds", "h200-no-nvfs.json")

@@ -12,8 +12,8 @@ import pytest
 import hostsnap
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import topology
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import fabric_persist, kernel_cmdline, pcie_acs
 
 __metaclass__ = type

@@ -37,7 +37,7 @@ from gpufabric_sim import runtime as sim_runtime
 from modrunner import run_module
 
 from test_check_mode_all import CASES, module_names, template  # noqa: F401 pylint: disable=unused-import
-from ansible_collections.gpufabric.node.plugins.module_utils import markdown
+from ansible_collections.gpufabric.node.plugins.module_utils.report import markdown
 
 PKG = "ansible_collections.gpufabric.node.plugins.modules."
 

@@ -14,7 +14,7 @@ from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nccl
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nccl import manage as nccl
 from ansible_collections.gpufabric.node.plugins.modules import nccl_config
 
 

@@ -17,8 +17,8 @@ from gpufabric_sim import tree as sim_tree
 from modrunner import run_module
 from nfs_kernel import Node
 
-from ansible_collections.gpufabric.node.plugins.module_utils import nfs_mounts_check as check
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import check
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import nfs_mounts
 
 __metaclass__ = type

@@ -19,9 +19,9 @@ from gpufabric_sim import tree as sim_tree
 from gpufabric_sim.emulators import dcb as dcb_emu
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import applier
-from ansible_collections.gpufabric.node.plugins.module_utils import state
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import dcb_qos
 
 OLD = {"dscp_map": [{"dscp": 26, "priority": 3}], "pfc_priorities": [3]}
@@ -157,7 +157,7 @@ def tos_of(root, ibdev):
 def test_tos_port_refused(node, monkeypatch):
     """rdma_cm_tos: one device port refuses the write; the other ports get the new ToS, the rail keeps its earlier
     record, and the applier run after a re-registration sets each port to what it has."""
-    from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
+    from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import manage as rdma_cm
     from ansible_collections.gpufabric.node.plugins.modules import rdma_cm_tos
     root, rails, ibdev = node
 

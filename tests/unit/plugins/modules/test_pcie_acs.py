@@ -18,9 +18,9 @@ from ansible.module_utils import basic
 from gpufabric_sim import tree as sim_tree
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import acs
-from ansible_collections.gpufabric.node.plugins.module_utils import pci
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.acs import manage as acs
+from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import pcie_acs
 
 TOPOLOGIES = ("hgx-h200", "pcie-4gpu-crossnuma")

@@ -16,8 +16,9 @@ from gpufabric_sim import runtime as sim_runtime
 from modrunner import run_module
 from mtu_kernel import Kernel
 
-from ansible_collections.gpufabric.node.plugins.module_utils import mtu_task, state
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import task as mtu_task
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import rail_mtu
 
 

@@ -15,9 +15,9 @@ from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import rdma_cm
-from ansible_collections.gpufabric.node.plugins.module_utils import state
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import manage as rdma_cm
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import rdma_cm_tos
 
 RDMA = "sys/kernel/config/rdma_cm"

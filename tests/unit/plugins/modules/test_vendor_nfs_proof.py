@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import kmod_build as kb
-from ansible_collections.gpufabric.node.plugins.module_utils.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import vendor_nfs_proof
 from modrunner import run_module
 
@@ -182,7 +182,7 @@ def test_gate_on_a_ko_zst_tree(node, monkeypatch):
 
 
 def test_gate_without_any_zstd_is_an_error_saying_what_to_install(node, monkeypatch):
-    from ansible_collections.gpufabric.node.plugins.module_utils import kmod_compress
+    from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import compress as kmod_compress
     rel = "updates/dkms/nvidia.ko.zst"
     node.write_file_atomic("/lib/modules/%s/%s" % (KVER, rel), b"\x28\xb5\x2f\xfd" + b"\0" * 32)
     dep = node.read_raw("/lib/modules/%s/modules.dep" % KVER)
