@@ -122,7 +122,12 @@ if [ -n "$bg_pid" ]; then
   wait "$bg_pid"; rc=$?
   bg_report
   if [ "$rc" != 0 ]; then
-    echo "=== the background lane failed after $(now)s; its last lines:"; tail -100 "$bglog"; summary; exit 1
+    echo "=== the background lane failed after $(now)s; its last lines:"; tail -100 "$bglog"
+    # the failing tests' names and assertion lines, last: a CI log keeps only its tail, which the lines above
+    # (molecule's recap) would otherwise fill
+    echo "=== the background lane's failing tests:"
+    grep -E '^(FAILED|ERROR) |^E {2,}|^[a-z_/]+\.py:[0-9]+: [A-Za-z]*Error' "$bglog" | tail -60
+    summary; exit 1
   fi
 fi
 summary

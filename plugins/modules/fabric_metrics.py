@@ -221,7 +221,7 @@ import socket
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot

@@ -59,7 +59,7 @@ description:
     restores owner and mode of the collection's own paths (O(lib_dir) and everything below it, C(/etc/gpufabric) and
     its files, the installed files) but never changes a directory the collection does not own (C(/etc),
     C(/usr/local/sbin), the unit and rule directories); those stay C(drift), and the reason names them.
-  - The installed applier runs the same check (C(module_utils/boot/guard.py)) on its own script, its library and the
+  - The installed applier runs the same check (C(module_utils/concerns/persistence/guard.py)) on its own script, its library and the
     recorded state before it does anything; it logs one line per file that fails it and exits with code 3.
 author:
   - gpufabric developers (@gpufabric)
@@ -169,7 +169,7 @@ notes:
   - Needs root. Check mode also works without systemctl (the unit file layout is read, and the udev rule is
     compared with one that runs C(/usr/bin/systemctl)); a real run needs it when a unit changed or the boot unit has
     to be enabled.
-  - The modules record what they applied through C(module_utils/boot/state.py); this module only installs the applier.
+  - The modules record what they applied through C(module_utils/concerns/state.py); this module only installs the applier.
 seealso:
   - module: gpufabric.node.rdma_cm_tos
   - module: gpufabric.node.dcb_qos

@@ -181,7 +181,7 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proof as nvfs

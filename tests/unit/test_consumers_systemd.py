@@ -14,7 +14,7 @@ import pytest
 
 import consumers
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import manage as nfs_mounts
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import persist, persist_evidence
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import install as persist, evidence_unit as persist_evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import task as persist_task
 
 __metaclass__ = type

@@ -16,7 +16,7 @@ import re
 import pytest
 
 import consumers
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import persist
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import install as persist
 
 __metaclass__ = type
 

@@ -49,21 +49,15 @@ import subprocess
 import sys
 import time
 
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.acs import manage as acs
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import manage as ecn
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import guard, state
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs, results
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import manage as mtu
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import guard
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import boot_record, sections, state
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm.manage import IB_CLASS
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import manage as rdma_cm
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.routing import manage as routing
-from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 DEFAULT_WAIT_S = 30.0
 POLL_S = 0.25
-NVFS_PARAM = "/sys/module/nvidia_fs/parameters/rw_stats_enabled"
 RC_OK = 0
 RC_FAILED = 1
 RC_STATE = 2
@@ -90,10 +84,12 @@ def command_runner(extra_env=None):
 
 
 class _Run(object):
-    """One applier run: collects change lines, errors and skips; logs as it goes."""
+    """One applier run: collects change lines, errors and skips; logs as it goes. It is the ``ctx`` each section's
+    apply function gets (concerns/<name>/boot.py)."""
 
-    def __init__(self, sysroot, run, check_mode, log, wait_timeout, sleep, clock):
+    def __init__(self, sysroot, run, check_mode, log, wait_timeout, sleep, clock, ipr_factory=None):
         self.sysroot = sysroot
+        self.ipr_factory = ipr_factory
         self.run = run
         self.check_mode = check_mode
         self.log = log
@@ -148,245 +144,7 @@ def _fmt(value):
     return "unset" if value is None else str(value)
 
 
-def _netdev_present(sysroot, rail):
-    return sysroot.exists("/sys/class/net/%s" % rail)
-
-
-def _rails_by_ibdev(sysroot):
-    """{ibdev: [netdev, ...]} and {netdev: [ibdev, ...]} from topology.list_rails."""
-    by_dev = {}
-    by_rail = {}
-    for r in topology.list_rails(sysroot):
-        if r.get("netdev"):
-            by_dev.setdefault(r["ibdev"], []).append(r["netdev"])
-            by_rail.setdefault(r["netdev"], []).append(r["ibdev"])
-    return by_dev, by_rail
-
-
 # --- concerns --------------------------------------------------------------------------------------
-
-def _apply_rail_groups(ctx, concern, section, only_rails, settings_of, apply_one, errors):
-    """Each recorded group of rails of ``concern`` (state.json keeps a rail whose apply failed, or that a run did not
-    name, on its earlier settings) with its settings: ``settings_of(group)`` gives them, ``apply_one(rails,
-    settings)`` applies them (a result dict with "changed" and "results"; ``errors`` are the exceptions it may
-    raise). A rail that does not appear is an error of its own; the other rails are still applied."""
-    groups = [([r for r in g["rails"] if only_rails is None or r in only_rails], settings_of(g))
-              for g in state.groups_of(section)]
-    groups = [(rails, settings) for rails, settings in groups if rails]
-    if not groups:
-        ctx.skip(concern, "no recorded rail belongs to this device")
-        return
-    everyone = [r for rails, _s in groups for r in rails]
-    missing = ctx.wait(lambda: [r for r in everyone if not _netdev_present(ctx.sysroot, r)])
-    for r in missing:
-        ctx.error(concern, "rail %s did not appear (no /sys/class/net/%s)" % (r, r))
-    done = {"changed": False, "rails": [], "results": []}
-    for rails, settings in groups:
-        present = [r for r in rails if r not in missing]
-        if not present:
-            continue
-        try:
-            res = apply_one(present, settings)
-        except errors as e:
-            ctx.error(concern, "rail(s) %s: %s" % (", ".join(present), e))
-            continue
-        done["changed"] = done["changed"] or res["changed"]
-        done["rails"].extend(present)
-        done["results"].extend(res["results"])
-        ctx.log_results(concern, res["results"])
-    if done["rails"]:
-        ctx.concerns[concern] = done
-
-
-def _apply_dcb(ctx, section, only_rails):
-    """DCB of each recorded group of rails, with dcb.apply_dcb (the dcb_qos module's code)."""
-    _apply_rail_groups(ctx, "dcb", section, only_rails, state.dcb_desired,
-                       lambda rails, desired: dcb.apply_dcb(ctx.run, rails, desired, ctx.check_mode,
-                                                            sysroot=ctx.sysroot),
-                       (dcb.DcbValidationError, dcb.DcbError, OSError, IOError))
-
-
-def _apply_mtu(ctx, section, only_rails):
-    """Each recorded group of rails with its MTU (mtu.apply, the rail_mtu module's code); the rails nobody else
-    keeps the MTU of. A driver reload recreates the netdev at its default MTU, so a device run sets its rails."""
-    _apply_rail_groups(ctx, "mtu", section, only_rails, lambda g: g["mtu"],
-                       lambda rails, value: mtu.apply(ctx.run, rails, value, ctx.check_mode),
-                       (ValueError, mtu.MtuError))
-
-
-def _apply_ecn(ctx, section, only_rails):
-    """ECN/DCQCN of each recorded group of rails (lost at reboot and driver reload), with ecn.apply_ecn."""
-    _apply_rail_groups(ctx, "ecn", section, only_rails,
-                       lambda g: dict((k, v) for k, v in g.items() if k != "rails"),
-                       lambda rails, desired: ecn.apply_ecn(ctx.sysroot, rails, desired, ctx.check_mode),
-                       (ValueError, OSError, IOError))
-
-
-def _tos_pairs(ctx, section, only_device, by_dev, by_rail):
-    """(ibdev, port) pairs to configure, and messages naming the recorded objects still missing."""
-    if "devices" in section:
-        wanted = section["devices"] if only_device is None else [d for d in section["devices"] if d == only_device]
-        gone = [d for d in wanted if not ctx.sysroot.isdir("%s/%s" % (rdma_cm.IB_CLASS, d))]
-        return ([(d, None) for d in wanted if d not in gone],
-                ["RDMA device %s did not appear (no %s/%s)" % (d, rdma_cm.IB_CLASS, d) for d in gone])
-    rails = section["rails"]
-    if only_device is not None:
-        rails = [r for r in rails if r in by_dev.get(only_device, [])]
-    present = [r for r in rails if r in by_rail]
-    missing = ["rail %s has no registered RDMA device (none of %s/*/ports/* names it)" % (r, rdma_cm.IB_CLASS)
-               for r in rails if r not in by_rail]
-    pairs = []
-    if present:
-        for _rail, ibdev, port in rdma_cm.rail_devices(ctx.sysroot, present):
-            if only_device is None or ibdev == only_device:
-                pairs.append((ibdev, port))
-    return pairs, missing
-
-
-def _apply_tos(ctx, section, only_device):
-    """Each recorded group (rails or devices with their ToS; a failed one may keep an earlier ToS)."""
-    done = {"changed": False, "ports": [], "results": []}
-    found = [_apply_tos_group(ctx, group, only_device, done) for group in state.groups_of(section)]
-    if only_device is not None and not any(found) and not ctx.errors:
-        ctx.skip("rdma_cm", "device %s is not in the recorded ToS set" % only_device)
-    if done["ports"]:
-        ctx.concerns["rdma_cm"] = done
-
-
-def _apply_tos_group(ctx, section, only_device, done):
-    holder = {"pairs": []}
-
-    def missing_now():
-        try:
-            holder["pairs"], missing = _tos_pairs(ctx, section, only_device, *_rails_by_ibdev(ctx.sysroot))
-        except (ValueError, rdma_cm.RdmaCmError) as e:
-            holder["pairs"], missing = [], [str(e)]
-        return missing
-
-    for m in ctx.wait(missing_now):
-        ctx.error("rdma_cm", m)
-    pairs = holder["pairs"]
-    if not pairs:
-        return False
-    try:
-        res = rdma_cm.apply_tos(ctx.sysroot, pairs, section["tos"], ctx.check_mode, run=ctx.run)
-    except (ValueError, rdma_cm.RdmaCmError, OSError, IOError) as e:
-        ctx.error("rdma_cm", "default_roce_tos: %s" % e)
-        return True
-    if res["configfs"] in ("loaded", "would load"):
-        ctx.change("rdma_cm", "configfs/rdma_cm %s" % res["configfs"])
-    done["changed"] = done["changed"] or res["changed"]
-    done["ports"].extend("%s/%d" % (p["device"], p["port"]) for p in res["ports"])
-    done["results"].extend(res["results"])
-    ctx.log_results("rdma_cm", res["results"])
-    return True
-
-
-def _apply_acs(ctx, section, done=None):
-    try:
-        res = acs.apply_acs(ctx.sysroot, section["bridges"], section["clear"], ctx.check_mode)
-    except (ValueError, OSError, IOError) as e:
-        ctx.error("acs", str(e))
-        return
-    ctx.log_results("acs", res["results"])
-    done = done if done is not None else {"changed": False, "bridges": [], "results": []}
-    done["changed"] = done["changed"] or res["changed"]
-    done["bridges"].extend(b.get("bdf") for b in res["bridges"])
-    done["results"].extend(res["results"])
-    ctx.concerns["acs"] = done
-
-
-def _acs_fallback(ctx):
-    """The pcie_acs module's own record (acs.json) when state.json has no acs section: each group of bridges with
-    the bits recorded for it (a bridge whose clear failed keeps its earlier record)."""
-    try:
-        doc = acs.read_state(ctx.sysroot)
-    except acs.AcsError as e:
-        ctx.error("acs", str(e))
-        return
-    done = {"changed": False, "bridges": [], "results": []}
-    for bridges, clear in acs.state_groups(doc or {}):
-        _apply_acs(ctx, {"bridges": bridges, "clear": clear}, done)
-
-
-def _apply_nvidia_fs(ctx, section):
-    want = section["rw_stats_enabled"]
-    raw = ctx.sysroot.read(NVFS_PARAM)
-    if raw is None:
-        ctx.skip("nvidia_fs", "%s does not exist (nvidia_fs not loaded): nothing to set" % NVFS_PARAM)
-        return
-    try:
-        cur = int(raw)
-    except ValueError:
-        ctx.error("nvidia_fs", "unexpected content %r in %s" % (raw, NVFS_PARAM))
-        return
-    changed = cur != want
-    if changed and not ctx.check_mode:
-        try:
-            ctx.sysroot.write_attr(NVFS_PARAM, "%d\n" % want)
-        except (OSError, IOError) as e:
-            ctx.error("nvidia_fs", "cannot write %s: %s" % (NVFS_PARAM, e))
-            return
-        after = ctx.sysroot.read(NVFS_PARAM)
-        if after is None or after.strip() != str(want):
-            ctx.error("nvidia_fs", "wrote %d to %s but it reads back %r" % (want, NVFS_PARAM, after))
-            return
-    ctx.concerns["nvidia_fs"] = {"changed": changed}
-    if changed:
-        ctx.change("nvidia_fs", "rw_stats_enabled %d -> %d" % (cur, want))
-
-
-def _default_iproute():
-    try:
-        from pyroute2 import IPRoute
-    except ImportError:
-        raise routing.RoutingError("pyroute2 is not installed for %s: per-rail routing cannot be applied "
-                                   "(install python3-pyroute2)" % sys.executable)
-    return IPRoute()
-
-
-def _apply_routing(ctx, section, ipr_factory):
-    path = section["state_file"]
-    try:
-        st = routing.load_state(ctx.sysroot, path)
-    except routing.RoutingError as e:
-        ctx.error("routing", str(e))
-        return
-    if st is None:
-        ctx.error("routing", "routing is recorded but %s does not exist: rerun the rail network role" % path)
-        return
-    try:
-        tables = routing.desired_from_state(st)
-        ipr = ipr_factory()
-    except (routing.RoutingError, ValueError, KeyError) as e:
-        ctx.error("routing", str(e))
-        return
-    try:
-        def missing_now():
-            try:
-                have = dict((r, (a, p)) for r, a, p in routing.rail_ipv4(ipr, [t["rail"] for t in tables]))
-            except routing.RoutingError as e:
-                return [str(e)]
-            return ["rail %s has %s/%d, recorded %s/%d" % (t["rail"], have[t["rail"]][0], have[t["rail"]][1],
-                                                           t["address"], t["prefixlen"])
-                    for t in tables if have[t["rail"]] != (t["address"], t["prefixlen"])]
-
-        missing = ctx.wait(missing_now)
-        if missing:
-            for m in missing:
-                ctx.error("routing", m)
-            return
-        res = routing.apply(ipr, tables, st["rule_priority"], ctx.check_mode)
-    except Exception as e:  # netlink errors (pyroute2 NetlinkError and friends) are reported, not raised
-        ctx.error("routing", "%s: %s" % (type(e).__name__, e))
-        return
-    finally:
-        close = getattr(ipr, "close", None)
-        if close:
-            close()
-    ctx.concerns["routing"] = {"changed": res["changed"]}
-    ctx.drift("routing", res["drift"])
-
 
 # --- entry points -------------------------------------------------------------------------------------
 
@@ -399,7 +157,8 @@ def run_applier(sysroot, run, only_device=None, check_mode=False, log=None, wait
     "skipped": [lines], "concerns": {concern: {...}}}.
     """
     log = log or (lambda line: None)
-    ctx = _Run(sysroot, run, check_mode, log, wait_timeout, sleep or time.sleep, clock or time.monotonic)
+    ctx = _Run(sysroot, run, check_mode, log, wait_timeout, sleep or time.sleep, clock or time.monotonic,
+               ipr_factory)
     summary = {"changed": False, "check_mode": check_mode, "device": only_device}
 
     def done(rc):
@@ -420,56 +179,38 @@ def run_applier(sysroot, run, only_device=None, check_mode=False, log=None, wait
         ctx.error("lock", "cannot take the node lock %s: %s" % (nodelock.LOCK_FILE, e))
         return done(RC_FAILED)
     try:
-        return done(_apply_recorded(ctx, sysroot, only_device, state_path, ipr_factory))
+        return done(_apply_recorded(ctx, sysroot, only_device, state_path))
     finally:
         lock.release()
 
 
-def _apply_recorded(ctx, sysroot, only_device, state_path, ipr_factory):
-    """The applier's work under the node lock; the return code."""
+def _apply_recorded(ctx, sysroot, only_device, state_path):
+    """The applier's work under the node lock; the return code. Every section of the record (concerns/sections.py)
+    in its order: at boot all of them (a section absent from state.json falls back to the file its module kept
+    before, where it has one, by the section's ``fallback``), for a device the ones a re-registration loses."""
     try:
         desired = state.load(sysroot, state_path)
     except state.StateError as e:
         ctx.error("state", str(e))
         return RC_STATE
     recorded = [c for c in state.CONCERNS if c in desired]
-    if not recorded and not sysroot.exists(acs.STATE_FILE) and not sysroot.exists(routing.STATE_FILE):
+    legacy = [s.legacy_file for s in sections.SECTIONS if s.legacy_file and sysroot.exists(s.legacy_file)]
+    if not recorded and not legacy:
         ctx.skip("state", "nothing recorded in %s" % state_path)
         return RC_OK
+    device = None
     if only_device is not None:
-        if not sysroot.isdir("%s/%s" % (rdma_cm.IB_CLASS, only_device)):
+        if not sysroot.isdir("%s/%s" % (IB_CLASS, only_device)):
             ctx.error("device", "RDMA device %s does not exist (no %s/%s): removed again?"
-                      % (only_device, rdma_cm.IB_CLASS, only_device))
+                      % (only_device, IB_CLASS, only_device))
             return RC_FAILED
-        by_dev, _by_rail = _rails_by_ibdev(sysroot)
-        dev_rails = by_dev.get(only_device, [])
-        if "mtu" in desired:
-            _apply_mtu(ctx, desired["mtu"], dev_rails)
-        if "dcb" in desired:
-            _apply_dcb(ctx, desired["dcb"], dev_rails)
-        if "rdma_cm" in desired:
-            _apply_tos(ctx, desired["rdma_cm"], only_device)
-        if "ecn" in desired:
-            _apply_ecn(ctx, desired["ecn"], dev_rails)
-    else:
-        if "acs" in desired:
-            _apply_acs(ctx, desired["acs"])
-        else:
-            _acs_fallback(ctx)
-        if "mtu" in desired:
-            _apply_mtu(ctx, desired["mtu"], None)
-        if "dcb" in desired:
-            _apply_dcb(ctx, desired["dcb"], None)
-        if "rdma_cm" in desired:
-            _apply_tos(ctx, desired["rdma_cm"], None)
-        if "ecn" in desired:
-            _apply_ecn(ctx, desired["ecn"], None)
-        if "nvidia_fs" in desired:
-            _apply_nvidia_fs(ctx, desired["nvidia_fs"])
-        if "routing" in desired:
-            _apply_routing(ctx, desired["routing"], ipr_factory or _default_iproute)
-        elif sysroot.exists(routing.STATE_FILE):
-            _apply_routing(ctx, {"state_file": routing.STATE_FILE}, ipr_factory or _default_iproute)
+        by_dev, _by_rail = boot_record.rails_by_ibdev(sysroot)
+        device = boot_record.Device(only_device, by_dev.get(only_device, []))
+    for section in sections.in_apply_order(device_run=device is not None):
+        if section.key in desired:
+            section.apply(ctx, desired[section.key], device)
+        elif device is None and section.fallback is not None:
+            section.fallback(ctx)   # the section's own rule for the file its module kept before
     return RC_FAILED if ctx.errors else RC_OK
 
 

@@ -17,7 +17,7 @@ import time
 import pytest
 import yaml
 
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import persist
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import install as persist
 from gpufabric_sim import bootsim, configfs_watch, runtime, services, udev, units
 
 # --------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from mtu_kernel import Kernel
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import persist as mtu_persist
 from ansible_collections.gpufabric.node.plugins.module_utils import results
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 UUID = "0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"

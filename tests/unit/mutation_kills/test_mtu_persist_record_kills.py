@@ -13,7 +13,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import persist as mtu_persist
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 RAIL, RAIL2, RAIL3 = "ens1np0", "ens2np0", "ens3np0"

@@ -20,7 +20,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import
 from ansible_collections.gpufabric.node.plugins.module_utils import contradictions as desired_state
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils import results
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state as state_store
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.sysctl.manage import validate_ifname
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 

@@ -17,7 +17,7 @@ __metaclass__ = type
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, results
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import manage as ecn, host as ecn_host
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state as state_store
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 ARGUMENT_SPEC = dict(

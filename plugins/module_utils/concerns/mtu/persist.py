@@ -48,7 +48,7 @@ import re
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, results
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import manage as live
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.host import files
 
 NETIF_LINKS = "/run/systemd/netif/links"

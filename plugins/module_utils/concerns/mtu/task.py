@@ -18,7 +18,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import manage as mtu_live
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import persist as mtu_persist
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state as state_store
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 ARGUMENT_SPEC = dict(

@@ -19,9 +19,9 @@ import sys
 
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import node_payload
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import persist
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import install as persist
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import persist_evidence
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence_unit as persist_evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 ARGUMENT_SPEC = dict(

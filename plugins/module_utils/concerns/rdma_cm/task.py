@@ -19,7 +19,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import contradictio
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import manage as rdma_cm
 from ansible_collections.gpufabric.node.plugins.module_utils import results
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state as state_store
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 ARGUMENT_SPEC = dict(

@@ -24,7 +24,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.host import nodeloc
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.sysctl import manage as sysctl
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.routing import manage as routing
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state as state_store
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 ARGUMENT_SPEC = dict(

@@ -8,7 +8,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import c
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nccl import manage as nccl
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
 from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import boot_record
 
 __metaclass__ = type
 
@@ -19,7 +19,7 @@ __metaclass__ = type
     (kmod_common._SHA256_RE, "0" * 64),
     (kmod_common.MODULE_NAME_RE, "rpcrdma"),
     (nccl._VAR, "NCCL_DEBUG"),
-    (state._IBDEV_RE, "mlx5_0"),
+    (boot_record._IBDEV_RE, "mlx5_0"),
     (pci._BDF_RE, "0000:17:00.0"),
     (prom._METRIC_NAME, "gpufabric_concern_status"),
 ])

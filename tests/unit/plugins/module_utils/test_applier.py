@@ -16,7 +16,8 @@ from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 from gpufabric_sim.emulators import dcb as dcb_emu
 
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier, state
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import manage as rdma_cm
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot

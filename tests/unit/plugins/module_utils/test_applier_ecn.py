@@ -11,7 +11,8 @@ import os
 
 from gpufabric_sim import tree as sim_tree
 
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier, state
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import manage as ecn
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology

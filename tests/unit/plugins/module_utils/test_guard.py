@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import guard
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import guard
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 NOBODY = 65534

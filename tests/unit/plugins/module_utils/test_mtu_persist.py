@@ -19,7 +19,8 @@ from gpufabric_sim import topology as sim_topology
 from gpufabric_sim import tree as sim_tree
 from mtu_kernel import Kernel
 
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier, state
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import persist as mtu_persist
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 

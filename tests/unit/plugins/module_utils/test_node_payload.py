@@ -20,7 +20,7 @@ import import_graph
 import pytest
 
 from ansible_collections.gpufabric.node.plugins.module_utils import node_payload
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence, persist, persist_evidence
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence, install as persist, evidence_unit as persist_evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
 
 __metaclass__ = type
@@ -169,7 +169,7 @@ def test_every_entry_point_runs_from_the_payload_alone(root, python):
         assert 'gpufabric_concern_status{concern="persistence"' in f.read()
 
 
-@pytest.mark.parametrize("missing", ["argspec", "boot.state", "host.sysroot"])
+@pytest.mark.parametrize("missing", ["argspec", "concerns.state", "host.sysroot"])
 def test_a_payload_without_one_of_its_files_fails(root, missing):
     install(root, sys.executable, tuple(n for n in node_payload.NODE_PAYLOAD if n != missing))
     problems = run_entry_points(root, sys.executable)

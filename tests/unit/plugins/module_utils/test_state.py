@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 DCB = {"rails": ["ens2np0", "ens1np0"], "dscp_map": [{"dscp": 26, "priority": 3}], "pfc_priorities": [3],

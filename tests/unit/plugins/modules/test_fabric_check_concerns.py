@@ -19,7 +19,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import concerns as 
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pcie_link
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state as state_store
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 NEW = ("ecn", "mtu", "nfs_mounts", "pcie_link", "gpudirect_rdma")

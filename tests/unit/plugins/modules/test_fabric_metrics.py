@@ -348,7 +348,7 @@ def test_bad_input(node, monkeypatch, args, match):
 def test_links_rdma_counters_and_the_recorded_gds_verdict(node, monkeypatch):
     """Without a gds parameter the record the last proof left on the node is used (its time, no age: the file
     would change on every run); PCIe links and RDMA counters come from sysfs."""
-    from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence
+    from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence
     root, manifest = node
     sr = Sysroot(root)
     evidence.record_gds_verdict(sr, {"transfer": {"bytes": 1 << 24}, "gds_active": True,

@@ -18,9 +18,9 @@ from gpufabric_sim import tree as sim_tree
 from gpufabric_sim.emulators import dcb as dcb_emu
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import persist
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import install as persist
 from ansible_collections.gpufabric.node.plugins.modules import fabric_persist
 
 LAB = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "lab"))
@@ -67,7 +67,7 @@ def test_install_then_idempotent(node, monkeypatch):
     res = run_module(fabric_persist, {}, diff=True, monkeypatch=monkeypatch)
     assert not res.get("failed"), res
     assert res["changed"] is True
-    assert {"boot.applier", "boot.state", "concerns.dcb.manage", "concerns.rdma_cm.manage", "concerns.acs.manage",
+    assert {"boot.applier", "concerns.state", "concerns.dcb.manage", "concerns.rdma_cm.manage", "concerns.acs.manage",
             "concerns.routing.manage", "host.sysroot", "discovery.topology", "concerns"} <= set(res["module_utils"])
     assert res["commands"] == ["systemctl daemon-reload", "systemctl enable gpufabric-apply.service",
                                "udevadm control --reload"]

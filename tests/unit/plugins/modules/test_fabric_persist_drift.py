@@ -20,7 +20,8 @@ from modrunner import run_module
 # node: the simulated node fixture
 from test_fabric_persist import LIB, node  # noqa: F401  pylint: disable=unused-import
 
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import persist, state
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import install as persist
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import fabric_persist
 

@@ -26,7 +26,7 @@ from gpufabric_sim.emulators import dcb as dcb_emu
 from modrunner import run_module
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence, persist_evidence
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence, evidence_unit as persist_evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
@@ -122,7 +122,7 @@ def test_install_idempotent_and_the_file_follows_the_node(node, monkeypatch):
     timer = bootsim.read_unit(os.path.join(root, UNITS, persist_evidence.TIMER))
     assert bootsim.unit_value(timer, "Timer", "OnUnitActiveSec") == "30s"
     assert bootsim.unit_value(timer, "Install", "WantedBy") == "timers.target"
-    assert {"boot.evidence", "boot.evidence_timer", "report.prom", "boot.persist_evidence"} <= set(res["module_utils"])
+    assert {"concerns.persistence.evidence", "boot.evidence_timer", "report.prom", "concerns.persistence.evidence_unit"} <= set(res["module_utils"])
 
     again = run_module(fabric_persist, ARGS, monkeypatch=monkeypatch)
     assert again["changed"] is False and again["commands"] == [] and again["drift"] == []

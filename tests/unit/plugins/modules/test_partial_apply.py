@@ -20,7 +20,7 @@ from gpufabric_sim.emulators import dcb as dcb_emu
 from modrunner import run_module
 
 from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import dcb_qos
 

@@ -17,7 +17,7 @@ from modrunner import run_module
 from mtu_kernel import Kernel
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import task as mtu_task
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import rail_mtu
 

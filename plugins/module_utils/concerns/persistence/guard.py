@@ -31,7 +31,7 @@ import sys
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.acs import manage as acs
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.routing import manage as routing
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import state
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 PKG = "ansible_collections.gpufabric.node.plugins.module_utils"

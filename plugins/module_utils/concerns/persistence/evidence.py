@@ -44,7 +44,8 @@ from ansible_collections.gpufabric.node.plugins.module_utils.host import bounded
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import parse as nvfs_parse
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import persist, state
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import install as persist
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import manage as rdma_cm
 
 DEFAULT_TEXTFILE_DIR = "/var/lib/node_exporter/textfile_collector"

@@ -52,16 +52,17 @@ import copy
 import errno
 import json
 import os
-import re
 
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.acs import manage as acs
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import sections
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.boot_record import groups_of, objects_key
+# the dcb and routing sections' names that callers of the store know
+# pylint: disable=unused-import
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb.boot import (  # noqa: F401
+    DCB_KEYS, dcb_desired, dcb_groups)
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.routing.boot import (  # noqa: F401
+    ROUTING_STATE_FILE)
+# pylint: enable=unused-import
 from ansible_collections.gpufabric.node.plugins.module_utils.host import bounded_read
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import manage as ecn
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import manage as mtu
-from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import manage as rdma_cm
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.sysctl.manage import validate_ifname
 
 try:
     import fcntl
@@ -72,12 +73,8 @@ STATE_DIR = "/etc/gpufabric"
 STATE_FILE = STATE_DIR + "/state.json"
 LOCK_FILE = STATE_DIR + "/.state.lock"
 SCHEMA_VERSION = 1
-CONCERNS = ("dcb", "rdma_cm", "acs", "nvidia_fs", "routing", "mtu", "ecn")
-ROUTING_STATE_FILE = STATE_DIR + "/routing.json"
-DCB_KEYS = ("dscp_map", "pfc_priorities", "trust", "ets")  # the dcb_qos options recorded with the rails
-
-_IBDEV_RE = re.compile(r"^[A-Za-z0-9_.-]{1,63}\Z")
-_PATH_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](/[0-9a-fA-F]{2}\.[0-7])*\Z")
+# the sections of the file (concerns/sections.py), in the order the store lists them
+CONCERNS = sections.KEYS
 
 
 class StateError(Exception):
@@ -86,100 +83,6 @@ class StateError(Exception):
 
 # --- validation ------------------------------------------------------------------------------------
 
-def _int(value, what, lo, hi):
-    if isinstance(value, bool) or isinstance(value, float):
-        raise ValueError("%s must be an integer %d..%d (got %r)" % (what, lo, hi, value))
-    try:
-        v = int(value)
-    except (TypeError, ValueError):
-        raise ValueError("%s must be an integer %d..%d (got %r)" % (what, lo, hi, value))
-    if not lo <= v <= hi:
-        raise ValueError("%s must be %d..%d (got %d)" % (what, lo, hi, v))
-    return v
-
-
-def _ifname(name, what):
-    try:
-        return validate_ifname(name)
-    except ValueError as e:
-        raise ValueError("%s: %s" % (what, e))
-
-
-def _names(values, what, check):
-    if isinstance(values, str) or not isinstance(values, (list, tuple)) or not values:
-        raise ValueError("%s must be a non-empty list (got %r)" % (what, values))
-    out = []
-    for v in values:
-        check(v, what)
-        if v in out:
-            raise ValueError("%s lists %s twice" % (what, v))
-        out.append(v)
-    return sorted(out, key=_natural)
-
-
-def _natural(name):
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
-
-
-def _ibdev(name, what):
-    if not isinstance(name, str) or not _IBDEV_RE.match(name) or name in (".", ".."):
-        raise ValueError("%s: %r is not an RDMA device name" % (what, name))
-    return name
-
-
-def _only_keys(data, concern, allowed):
-    if not isinstance(data, dict):
-        raise ValueError("%s: state must be a mapping (got %r)" % (concern, data))
-    unknown = sorted(set(data) - set(allowed))
-    if unknown:
-        raise ValueError("%s: unknown key(s) %s (known: %s)" % (concern, ", ".join(unknown), ", ".join(allowed)))
-
-
-def _objects_key(group):
-    return "devices" if "devices" in group else "rails"
-
-
-def groups_of(section):
-    """The groups of a recorded section: [section] for the one-group form, else its ``groups``."""
-    if not section:
-        return []
-    return list(section["groups"]) if "groups" in section else [section]
-
-
-def _grouped(concern, data, validate_group):
-    """A section of one group ({objects, settings}) or of several ({"groups": [...]}), after a partial apply left
-    some objects on earlier settings. Groups with equal settings are merged, no object may be in two groups, all
-    groups name the same kind of object; one group is stored flat (the form of a section without partial apply)."""
-    if isinstance(data, dict) and "groups" in data:
-        _only_keys(data, concern, ("groups",))
-        raw = data["groups"]
-        if isinstance(raw, (str, dict)) or not isinstance(raw, (list, tuple)) or not raw:
-            raise ValueError("%s.groups must be a non-empty list (got %r)" % (concern, raw))
-        groups = [validate_group(g, "%s.groups[%d]" % (concern, i)) for i, g in enumerate(raw)]
-    else:
-        groups = [validate_group(data, concern)]
-    if len(set(_objects_key(g) for g in groups)) > 1:
-        raise ValueError("%s: the groups mix rails and devices" % concern)
-    merged = []
-    for g in groups:
-        key = _objects_key(g)
-        same = [m for m in merged if dict(m, **{key: None}) == dict(g, **{key: None})]
-        if same:
-            same[0][key] = same[0][key] + g[key]
-        else:
-            merged.append(dict(g))
-    seen = set()
-    for m in merged:
-        key = _objects_key(m)
-        twice = sorted(set(o for o in m[key] if o in seen or m[key].count(o) > 1))
-        if twice:
-            raise ValueError("%s: %s %s recorded twice" % (concern, key, ", ".join(twice)))
-        seen.update(m[key])
-        m[key] = sorted(m[key], key=_natural)
-    merged.sort(key=lambda m: _natural(m[_objects_key(m)][0]))
-    return merged[0] if len(merged) == 1 else {"groups": merged}
-
-
 def keep_previous(previous, new, failed):
     """The section to record after a partial apply: ``new``'s settings for its objects that were applied, and for
     each object in ``failed`` the settings ``previous`` recorded for it (nothing when it had none), so the boot-time
@@ -187,7 +90,7 @@ def keep_previous(previous, new, failed):
     failed = set(failed or ())
     if not failed or new is None:
         return new
-    key = _objects_key(groups_of(new)[0])
+    key = objects_key(groups_of(new)[0])
     groups = []
     wanted = set()
     for g in groups_of(new):
@@ -214,7 +117,7 @@ def merge_previous(previous, new, failed=(), removed=(), key="rails"):
     keep_previous."""
     failed, removed = set(failed or ()), set(removed or ())
     if new is not None:
-        key = _objects_key(groups_of(new)[0])
+        key = objects_key(groups_of(new)[0])
     groups, named = [], set()
     for g in groups_of(new):
         named.update(g[key])
@@ -230,146 +133,12 @@ def merge_previous(previous, new, failed=(), removed=(), key="rails"):
     return groups[0] if len(groups) == 1 else {"groups": groups}
 
 
-def _validate_dcb_group(data, what):
-    """DCB as the dcb_qos options (dcb.normalize_desired validates them) plus the rails."""
-    _only_keys(data, what, ("rails",) + DCB_KEYS)
-    rails = _names(data.get("rails"), "%s.rails" % what, _ifname)
-    try:
-        want = dcb.normalize_desired(dict((k, data.get(k)) for k in DCB_KEYS))
-    except dcb.DcbValidationError as e:
-        raise ValueError("%s: %s" % (what, e))
-    return {"rails": rails,
-            "dscp_map": [{"dscp": d, "priority": want["dscp_map"][d]} for d in sorted(want["dscp_map"])],
-            "pfc_priorities": list(want["pfc"]), "trust": want["trust"], "ets": want["ets"]}
-
-
-def _validate_dcb(data):
-    return _grouped("dcb", data, _validate_dcb_group)
-
-
-def dcb_desired(section):
-    """The ``desired`` argument of dcb.apply_dcb from a recorded dcb section (of one group)."""
-    return dict((k, section.get(k)) for k in DCB_KEYS)
-
-
-def dcb_groups(section):
-    """[(rails, desired)] of a recorded dcb section: one entry per group of rails with the same settings."""
-    return [(g["rails"], dcb_desired(g)) for g in groups_of(section)]
-
-
-def _validate_rdma_cm_group(data, what):
-    _only_keys(data, what, ("rails", "devices", "tos"))
-    has_rails = data.get("rails") is not None
-    has_devices = data.get("devices") is not None
-    if has_rails == has_devices:
-        raise ValueError("%s: give exactly one of rails and devices" % what)
-    try:
-        out = {"tos": rdma_cm.validate_tos(data.get("tos"))}
-    except ValueError as e:
-        raise ValueError("%s: %s" % (what, e))
-    if has_rails:
-        out["rails"] = _names(data["rails"], "%s.rails" % what, _ifname)
-    else:
-        out["devices"] = _names(data["devices"], "%s.devices" % what, _ibdev)
-    return out
-
-
-def _validate_rdma_cm(data):
-    return _grouped("rdma_cm", data, _validate_rdma_cm_group)
-
-
-def _validate_acs(data):
-    """ACS in acs.py's shape: bridges [{kernel_path, bdf}] and the long names of the bits to clear."""
-    _only_keys(data, "acs", ("bridges", "clear"))
-    bridges = data.get("bridges")
-    if isinstance(bridges, (str, dict)) or not isinstance(bridges, (list, tuple)) or not bridges:
-        raise ValueError("acs.bridges must be a non-empty list of {kernel_path, bdf} (got %r)" % (bridges,))
-    out = []
-    seen = set()
-    for b in bridges:
-        if not isinstance(b, dict) or set(b) - {"kernel_path", "bdf"} or not (b.get("kernel_path") or b.get("bdf")):
-            raise ValueError("acs.bridges entries must be {kernel_path: <kernel path form>, bdf: <address>} "
-                             "(got %r)" % (b,))
-        path = None
-        if b.get("kernel_path"):
-            path = str(b["kernel_path"]).strip().lower()
-            if not _PATH_RE.match(path):
-                raise ValueError("acs bridge path %r is not in the kernel's path form "
-                                 "<domain>:<bus>:<dev>.<fn>[/<dev>.<fn>...]" % (b["kernel_path"],))
-        bdf = pci.normalize_bdf(b["bdf"]) if b.get("bdf") else None
-        key = path or bdf
-        if key in seen:
-            raise ValueError("acs.bridges lists %s twice" % key)
-        seen.add(key)
-        out.append({"kernel_path": path, "bdf": bdf})
-    try:
-        names, _mask = acs.validate_clear(data.get("clear"))
-    except acs.AcsError as e:
-        raise ValueError("acs: %s" % e)
-    return {"bridges": sorted(out, key=lambda e: e["kernel_path"] or e["bdf"]), "clear": names}
-
-
-def _validate_nvidia_fs(data):
-    _only_keys(data, "nvidia_fs", ("rw_stats_enabled",))
-    if "rw_stats_enabled" not in data:
-        raise ValueError("nvidia_fs: rw_stats_enabled is required")
-    v = data["rw_stats_enabled"]
-    if isinstance(v, bool):
-        v = int(v)
-    return {"rw_stats_enabled": _int(v, "nvidia_fs.rw_stats_enabled", 0, 1)}
-
-
-def _validate_routing(data):
-    _only_keys(data, "routing", ("state_file",))
-    path = data.get("state_file", ROUTING_STATE_FILE)
-    if not isinstance(path, str) or not path.startswith("/") or "/../" in path + "/":
-        raise ValueError("routing.state_file must be an absolute path (got %r)" % (path,))
-    return {"state_file": os.path.normpath(path)}
-
-
-def _validate_mtu_group(data, what):
-    """The rails whose MTU nobody else keeps (no networkd, NetworkManager or netplan owner) and their MTU."""
-    _only_keys(data, what, ("rails", "mtu"))
-    value = mtu.validate_mtu(data.get("mtu"), "%s.mtu" % what)
-    return {"rails": _names(data.get("rails"), "%s.rails" % what, _ifname), "mtu": value}
-
-
-def _validate_mtu(data):
-    return _grouped("mtu", data, _validate_mtu_group)
-
-
-def _validate_ecn_group(data, what):
-    """The roce_ecn options (ecn.normalize_desired) with the rails."""
-    _only_keys(data, what, ("rails",) + ecn.DESIRED_KEYS[1:])
-    rails = _names(data.get("rails"), "%s.rails" % what, _ifname)
-    try:
-        want = ecn.normalize_desired(dict((k, v) for k, v in data.items() if k != "rails"))
-    except ValueError as e:
-        raise ValueError("%s: %s" % (what, e))
-    return dict(want, rails=rails)
-
-
-def _validate_ecn(data):
-    """One group per set of ECN settings: a run on some rails keeps the others' record (merge)."""
-    return _grouped("ecn", data, _validate_ecn_group)
-
-
-_VALIDATORS = {
-    "dcb": _validate_dcb,
-    "rdma_cm": _validate_rdma_cm,
-    "acs": _validate_acs,
-    "nvidia_fs": _validate_nvidia_fs,
-    "routing": _validate_routing,
-    "mtu": _validate_mtu,
-    "ecn": _validate_ecn,
-}
-
-
 def validate_section(concern, data):
-    """Normalised copy of one section; ValueError naming the concern and the bad key."""
-    if concern not in _VALIDATORS:
+    """Normalised copy of one section (its concern's validator, concerns/sections.py); ValueError naming the
+    concern and the bad key."""
+    if concern not in sections.BY_KEY:
         raise ValueError("unknown concern %r (known: %s)" % (concern, ", ".join(CONCERNS)))
-    return _VALIDATORS[concern](copy.deepcopy(data))
+    return sections.BY_KEY[concern].validate(copy.deepcopy(data))
 
 
 def validate(state):

@@ -28,7 +28,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence, persist
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence, install as persist
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 
 SERVICE = "gpufabric-evidence.service"

@@ -35,7 +35,8 @@ import stat
 import sys
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import guard, state
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import guard
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.host import files
 # the file and unit helpers live in host/files.py; the installer's names for them
