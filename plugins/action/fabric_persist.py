@@ -18,7 +18,7 @@ from ansible_collections.gpufabric.node.plugins.action.fabric_check import resol
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired
 
 
-# module option -> the persistence role variable it comes from (node_desired.persistence_params, inverted)
+# module option -> the persistence role variable it comes from (concerns/persistence/spec.py params, inverted)
 OPTION_VARS = dict((k, "persistence_" + k) for k in (
     "state", "python", "lib_dir", "script", "unit_dir", "boot_wait", "device_wait", "before_units", "enabled",
     "evidence", "evidence_interval", "evidence_textfile_dir", "evidence_filename", "evidence_script"))

@@ -23,7 +23,7 @@ import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
-from ansible_collections.gpufabric.node.plugins.module_utils.check.task_host import LocalRunner
+from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import LocalRunner
 
 
 class RecordingRunner(LocalRunner):

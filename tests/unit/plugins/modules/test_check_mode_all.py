@@ -101,6 +101,8 @@ CASES = {
     "roce_ecn": _case(lambda n: {"rails": _rails(n)}, True),
     "vendor_nfs_build": _case(_vendor_args, True),
     # read-only modules: nothing to change, in check mode or not
+    "concern_check": _case(lambda n: {"concern": "pcie_link", "options": {"pcie_link": {"gpu_idle_speed": "check"}}},
+                           False),
     "fabric_check": _case(lambda n: {"desired": desired_doc.resolve({"inventory_hostname": "ap1"})}, False),
     "fabric_counters": _case(lambda n: {"rails": _rails(n)}, False),
     "fabric_health": _case(lambda n: {"pcie_link": {"gpu_idle_speed": "ignore", "slot_limited": "drift"},

@@ -23,7 +23,9 @@ from ansible_collections.gpufabric.node.plugins.module_utils import concerns as 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import task as mtu_task
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
-from ansible_collections.gpufabric.node.plugins.module_utils.check.task_host import LocalRunner
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import registry as S
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
+from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import LocalRunner
 
 PKG = "ansible_collections.gpufabric.node.plugins.modules."
 
@@ -57,21 +59,21 @@ def _module_params(node):
     """(module, concern names, options) of every concern module as the roles call it on this node."""
     d = node["desired"]
     facts = _check(node)["facts"]
-    rails, dcb_rails = nd.roce_qos_rails(d, facts["pairing"])
-    present, absent = nd.iommu_args(d, facts["architecture"])
+    rails, dcb_rails = S.dcb.roce_qos_rails(d, facts["pairing"])
+    present, absent = S.cmdline.iommu_args(d, facts["architecture"])
     return [
         ("kernel_cmdline", ["cmdline"], {"present": present, "absent": absent, "bootloader": d["iommu_bootloader"]}),
-        ("dcb_qos", ["dcb"], nd.dcb_params(d, dcb_rails)),
-        ("rdma_cm_tos", ["rdma_cm"], nd.rdma_cm_params(d, rails)),
+        ("dcb_qos", ["dcb"], S.dcb.params(d, dcb_rails)),
+        ("rdma_cm_tos", ["rdma_cm"], S.rdma_cm.params(d, rails)),
         ("rail_sysctl", ["sysctl", "routing"],
-         nd.rail_network_params(d, nd.rails(d["rail_network_rails"], facts["pairing"]))),
-        ("nccl_config", ["nccl"], nd.nccl_params(d, nd.rails(d["nccl_rails"], facts["pairing"]))),
-        ("fabric_persist", ["persistence"], nd.persistence_params(d)),
-        ("pcie_acs", ["acs"], nd.acs_params(d)),
-        ("roce_ecn", ["ecn"], nd.ecn_params(d, dcb_rails)),
-        ("rail_mtu", ["mtu"], nd.mtu_params(d, nd.rails(d["rail_network_rails"], facts["pairing"]))),
-        ("nfs_mounts", ["nfs_mounts"], nd.nfs_mounts_params(d)),
-        ("fabric_health", ["pcie_link", "gpudirect_rdma"], nd.fabric_health_params(d)),
+         S.sysctl.params(d, common.rails(d["rail_network_rails"], facts["pairing"]))),
+        ("nccl_config", ["nccl"], S.nccl.params(d, common.rails(d["nccl_rails"], facts["pairing"]))),
+        ("fabric_persist", ["persistence"], S.persistence.params(d, nd.evidence_desired)),
+        ("pcie_acs", ["acs"], S.acs.params(d)),
+        ("roce_ecn", ["ecn"], S.ecn.params(d, dcb_rails)),
+        ("rail_mtu", ["mtu"], S.mtu.params(d, common.rails(d["rail_network_rails"], facts["pairing"]))),
+        ("nfs_mounts", ["nfs_mounts"], S.nfs_mounts.params(d)),
+        ("fabric_health", ["pcie_link", "gpudirect_rdma"], S.pcie_link.params(d)),
     ]
 
 

@@ -18,6 +18,8 @@ from test_fabric_check import DRIFTED, _check, node  # noqa: F401 pylint: disabl
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import registry as S
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pcie_link
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
@@ -51,13 +53,13 @@ def test_fabric_health_params_mirror_the_role(params, want):
     d = {"fabric_health_gpu_idle_speed": "ignore", "fabric_health_slot_limited": "drift",
          "fabric_health_gpudirect_mechanism": "any", "fabric_health_nccl_log": None}
     d.update(params)
-    assert nd.fabric_health_params(d) == want
+    assert S.pcie_link.params(d) == want
 
 
 @pytest.mark.parametrize("value,on", [(True, True), ("yes", True), ("True", True), (False, False), ("no", False),
                                       ("false", False), (0, False)])
 def test_dcqcn_switch_reads_as_the_bool_filter(value, on):
-    assert nd.truthy(value) is on
+    assert common.truthy(value) is on
 
 
 def test_drift_of_the_new_concerns_on_the_drifted_node(node):  # noqa: F811
@@ -82,8 +84,8 @@ def test_ecn_off_one_rail_only(node):  # noqa: F811
             with open(os.path.join(base, r, "ecn", point, "enable", "3"), "w") as f:
                 f.write("1\n")
     d = node["desired"]
-    _rails, dcb_rails = nd.roce_qos_rails(d, _check(node, concerns=["ecn"])["facts"]["pairing"])
-    state_store.record_with_drift(Sysroot(node["root"]), "ecn", dict(nd.ecn_params(d, dcb_rails)), False)
+    _rails, dcb_rails = S.dcb.roce_qos_rails(d, _check(node, concerns=["ecn"])["facts"]["pairing"])
+    state_store.record_with_drift(Sysroot(node["root"]), "ecn", dict(S.ecn.params(d, dcb_rails)), False)
     assert _check(node, concerns=["ecn"])["concerns"]["ecn"]["status"] == model.OK
     with open(os.path.join(base, rails[1], "ecn", "roce_np", "enable", "3"), "w") as f:
         f.write("0\n")
@@ -113,7 +115,7 @@ def test_no_rails_leaves_ecn_and_mtu_not_checked(node, monkeypatch):  # noqa: F8
      None, "relative/mnt"),
     ({"roce_qos_cnp_priority": 9}, "ecn", None, "cnp_priority"),
     # a failure without a status of the module's own (its options): what the role's rescue records, naming the task
-    ({"roce_qos_cnp_dscp": "high"}, "ecn", node_check.ECN_TASK, "cnp_dscp"),
+    ({"roce_qos_cnp_dscp": "high"}, "ecn", S.ecn.TASK, "cnp_dscp"),
     ({"rail_network_mtu_persist": "maybe"}, "mtu", "MTU of the rails, live and where their owner keeps it",
      "persist"),
 ])

@@ -29,6 +29,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence, evidence_unit as persist_evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import registry as S
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.modules import fabric_persist
 
@@ -41,7 +42,7 @@ UNITS = "etc/systemd/system/"
 # the persistence role (its action plugin) passes: the timer evaluates the very document the module installs
 DOC = desired_doc.resolve({"persistence_evidence": True, "persistence_evidence_interval": 30})
 DESIRED = nd.evidence_desired(DOC)
-ARGS = nd.persistence_params(DOC)
+ARGS = S.persistence.params(DOC, nd.evidence_desired)
 
 
 @pytest.fixture(scope="module")
@@ -267,7 +268,7 @@ def test_action_describes_the_task_it_runs(args):
     own check (persistence_params of the installed document) then asks for exactly these options."""
     from ansible_collections.gpufabric.node.plugins.action import fabric_persist as action
     doc = nd.evidence_desired(action.describe_task(desired_doc.resolve({}), args))
-    again = nd.persistence_params(doc)
+    again = S.persistence.params(doc, nd.evidence_desired)
     for opt, value in args.items():
         assert again[opt] == value, opt
     assert again["evidence_desired"] == doc

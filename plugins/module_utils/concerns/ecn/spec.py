@@ -1,0 +1,45 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ``ecn`` concern's spec: the roce_qos role's DCQCN settings as ``roce_ecn`` options, and the concern's
+evaluation in the one-call check (not applicable where the role does not manage ECN/DCQCN).
+
+Plain Python, no Ansible imports (the evidence timer runs it on the node). Private to the collection.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import spec as dcb_spec
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import task as ecn_task
+from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
+
+NAME = "ecn"
+KEYS = ("roce_qos_rails", "roce_qos_dcqcn", "roce_qos_priority", "roce_qos_cnp_dscp", "roce_qos_cnp_priority",
+        "__roce_qos_no_rails", "__roce_qos_ecn_off_reason")
+ROLE_VARS = ("__roce_qos_no_rails", "__roce_qos_ecn_off_reason")
+TASK = "ECN/DCQCN on the lossless priority of every rail (NP, RP, CNP DSCP and priority)"
+
+
+def params(d, dcb_rails):
+    """roce_ecn as the role calls it: on the DCB rails (the physical ports of a RoCE LAG), the lossless priority."""
+    return {"rails": dcb_rails, "priority": common.jinja_int(d["roce_qos_priority"]),
+            "cnp_dscp": d["roce_qos_cnp_dscp"], "cnp_priority": d["roce_qos_cnp_priority"]}
+
+
+def evaluate(ctx):
+    """roce_ecn on the DCB rails, when the role manages ECN/DCQCN (roce_qos_dcqcn) and there are rails."""
+    d = ctx.desired
+    rails, dcb_rails = dcb_spec.roce_qos_rails(d, ctx.pairing())
+    if not rails:
+        return common.not_checked(["ecn"], d["__roce_qos_no_rails"])
+    if not common.truthy(d["roce_qos_dcqcn"]):
+        return {"ecn": model.status(model.NOT_APPLICABLE, d["__roce_qos_ecn_off_reason"])}
+    try:
+        res = ctx.task("roce_ecn", ecn_task, params(d, dcb_rails))
+    except TaskFailed as e:
+        return common.failed(["ecn"], e, TASK)
+    return dict(res["concerns"])

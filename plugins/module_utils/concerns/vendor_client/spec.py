@@ -1,0 +1,31 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufabric developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ``vendor_client`` concern's spec: the vendor NFS client's proof needs a mount (not checked by the read-only
+check), but the kernel hold it set is read: its status when one is recorded (``kernel_hold.hold_status``).
+
+Plain Python, no Ansible imports (the evidence timer runs it on the node). Private to the collection.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
+from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import kernel_hold
+
+NAME = "vendor_client"
+KEYS = ()
+
+
+def evaluate(ctx):
+    def run(argv):
+        binary = ctx.runner.get_bin_path(argv[0])
+        if binary is None:
+            return 127, "", "%s: not found in PATH" % argv[0]
+        return ctx.runner.run_command([binary] + list(argv[1:]), environ_update={"LC_ALL": "C", "LANG": "C"})
+    hold = kernel_hold.hold_status(ctx.sysroot, run, os_profiles.detect(ctx.sysroot)[0])
+    if hold:
+        return {"vendor_client": hold}
+    return {"vendor_client": common.proof_not_checked("vendor_client", "vendor NFS client proof")}
