@@ -17,7 +17,7 @@ description:
     read-only body) and returns its status, so such a concern needs no module of its own. The one-call check
     (M(gpufabric.node.fabric_check)) runs the same body.
   - The read-only concerns are C(pcie_link) and C(gpudirect_rdma) (the M(gpufabric.node.fabric_health) body, which
-    gives both).
+    gives both) and C(fabric_manager) (Fabric Manager running and the NVLink state on a node with NVSwitches).
   - O(options) are the body's own options, validated before it runs.
   - Check mode and a real run behave the same; C(changed) is always false.
 author:
@@ -45,6 +45,11 @@ attributes:
 """
 
 EXAMPLES = r"""
+- name: Fabric Manager and the NVLink state
+  gpufabric.node.concern_check:
+    concern: fabric_manager
+  register: fm
+
 - name: PCIe links, judging the GPUs' speed too
   gpufabric.node.concern_check:
     concern: pcie_link
@@ -60,6 +65,16 @@ concerns:
   type: dict
   sample: {"pcie_link": {"status": "ok", "reason": null, "items": []},
            "gpudirect_rdma": {"status": "ok", "reason": "DMA-BUF (usable: dmabuf)", "items": []}}
+fabric_manager:
+  description: For C(fabric_manager), the discovery facts - C(needed) (NVSwitches present), C(running), C(pids).
+  returned: when O(concern=fabric_manager)
+  type: dict
+nvlink:
+  description: For C(fabric_manager), each GPU's links from C(nvidia-smi nvlink --status) - C(gpu), C(name), C(uuid),
+    C(links) (C(link), C(state) active, inactive or unknown, C(gbps), C(raw)); empty when it was not read.
+  returned: when O(concern=fabric_manager)
+  type: list
+  elements: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule

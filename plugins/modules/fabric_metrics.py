@@ -109,11 +109,12 @@ options:
     description:
       - The concern names the play manages (each gets C(gpufabric_concern_status) series; concerns in I(concerns)
         beyond these too). Default - the core concerns (C(cmdline), C(acs), C(dcb), C(rdma_cm), C(ecn),
-        C(sysctl), C(routing), C(mtu), C(nccl), C(persistence), C(nfs_mounts), C(pcie_link), C(gpudirect_rdma)).
+        C(sysctl), C(routing), C(mtu), C(nccl), C(persistence), C(nfs_mounts), C(pcie_link), C(gpudirect_rdma),
+        C(fabric_manager)).
     type: list
     elements: str
     choices: [cmdline, acs, dcb, rdma_cm, ecn, sysctl, routing, mtu, nccl, persistence, nfs_mounts, pcie_link,
-      gpudirect_rdma, gds, vendor_client]
+      gpudirect_rdma, fabric_manager, gds, vendor_client]
   reboot_required:
     description:
       - A reboot is pending (the boot loader has kernel arguments the running kernel lacks, as the C(iommu) and

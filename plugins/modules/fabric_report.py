@@ -47,11 +47,12 @@ options:
       - The concern names the play manages; each node gets a status for every one of them (C(not_checked) when it
         reported none). Concerns a node reports beyond these are included too.
       - Default - the core concerns (C(cmdline), C(acs), C(dcb), C(rdma_cm), C(ecn), C(sysctl), C(routing),
-        C(mtu), C(nccl), C(persistence), C(nfs_mounts), C(pcie_link), C(gpudirect_rdma)).
+        C(mtu), C(nccl), C(persistence), C(nfs_mounts), C(pcie_link), C(gpudirect_rdma),
+        C(fabric_manager)).
     type: list
     elements: str
     choices: [cmdline, acs, dcb, rdma_cm, ecn, sysctl, routing, mtu, nccl, persistence, nfs_mounts, pcie_link,
-      gpudirect_rdma, gds, vendor_client]
+      gpudirect_rdma, fabric_manager, gds, vendor_client]
   dest:
     description: Directory the report files are written to (created when missing).
     type: path

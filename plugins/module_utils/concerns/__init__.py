@@ -56,6 +56,7 @@ CONCERNS = (
     # read-only: a check and a real run say the same, nothing is corrected (the fabric_health role)
     dict(name="pcie_link", title="PCIe link health", role="fabric_health", core=True),
     dict(name="gpudirect_rdma", title="GPUDirect RDMA mechanism", role="fabric_health", core=True),
+    dict(name="fabric_manager", title="Fabric Manager and NVLink", role="fabric_health", core=True),
     dict(name="gds", title="GPUDirect Storage", role="gds", core=False),
     dict(name="vendor_client", title="Vendor NFS client", role="vendor_nfs_client", core=False),
 )

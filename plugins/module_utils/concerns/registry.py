@@ -28,6 +28,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.acs import
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline import spec as cmdline
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import spec as dcb
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import spec as ecn
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.fabric_manager import spec as fabric_manager
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import spec as gds
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gpudirect_rdma import spec as gpudirect_rdma
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import spec as mtu
@@ -41,5 +42,5 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.sysctl imp
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import spec as vendor_client
 
 SPECS = (cmdline, acs, dcb, rdma_cm, ecn, sysctl, routing, mtu, nccl, persistence, nfs_mounts, pcie_link,
-         gpudirect_rdma, gds, vendor_client)
+         gpudirect_rdma, fabric_manager, gds, vendor_client)
 BY_NAME = dict((s.NAME, s) for s in SPECS)

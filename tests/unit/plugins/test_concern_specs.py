@@ -112,3 +112,16 @@ def test_documented_default_concerns_are_the_core_list(module):
     m = re.search(r"Default - the core concerns \(((?:C\([a-z_]+\),?\s*)+)\)", text)
     assert m, "%s documents the default of managed_concerns" % module
     assert tuple(re.findall(r"C\(([a-z_]+)\)", m.group(1))) == model.CORE
+
+
+@pytest.mark.parametrize("module", ["fabric_report", "fleet_report", "fabric_metrics"])
+def test_documented_choices_of_managed_concerns_are_the_list(module):
+    """The static ``choices`` of ``managed_concerns`` in the module docs are the concern list, in its order."""
+    import yaml
+    path = os.path.join(REPO, "plugins", "modules", module + ".py")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    doc = [n.value.value for n in tree.body if isinstance(n, ast.Assign)
+           and any(isinstance(t, ast.Name) and t.id == "DOCUMENTATION" for t in n.targets)][0]
+    option = yaml.safe_load(doc)["options"]["managed_concerns"]
+    assert tuple(option["choices"]) == model.NAMES

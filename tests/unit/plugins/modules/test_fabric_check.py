@@ -95,11 +95,12 @@ def test_every_desired_key_comes_from_the_roles():
 
 
 # the drifted node as it boots (see test_check_mode_all): every core concern it manages drifts but routing, which
-# is off; no storage volumes; its links and GPUDirect RDMA mechanism are healthy (idle GPUs are not judged)
+# is off; no storage volumes; its links and GPUDirect RDMA mechanism are healthy (idle GPUs are not judged); its
+# Fabric Manager runs (the NVLink state is not read: no nvidia-smi)
 DRIFTED = {"cmdline": model.DRIFT, "acs": model.DRIFT, "dcb": model.DRIFT, "rdma_cm": model.DRIFT,
            "ecn": model.DRIFT, "sysctl": model.DRIFT, "routing": model.NOT_APPLICABLE, "mtu": model.DRIFT,
            "nccl": model.DRIFT, "persistence": model.DRIFT, "nfs_mounts": model.NOT_APPLICABLE,
-           "pcie_link": model.OK, "gpudirect_rdma": model.OK}
+           "pcie_link": model.OK, "gpudirect_rdma": model.OK, "fabric_manager": model.OK}
 
 
 def test_drifted_node_read_only(node):
