@@ -18,6 +18,7 @@ __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
 from ansible_collections.gpufabric.node.plugins.module_utils.argspec import boolean
+from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
 
 
 class DesiredError(ValueError):
@@ -93,3 +94,14 @@ def proof_not_checked(name, what):
     makes it."""
     return model.status(model.NOT_CHECKED, "the one-call check makes no %s; run the %s role (verify.yml)"
                         % (what, model.CONCERNS[model.NAMES.index(name)]["role"]))
+
+
+def run_body(ctx, names, module, body, params, task, **kw):
+    """The statuses a concern module body gives in the one-call check: ``body`` (its ``run``) run as ``module`` in
+    check mode with ``params`` through ``ctx.task``; ``failed(names, ...)`` under the role's ``task`` name when it
+    fails."""
+    try:
+        res = ctx.task(module, body, params, **kw)
+    except TaskFailed as e:
+        return failed(names, e, task)
+    return dict(res["concerns"])

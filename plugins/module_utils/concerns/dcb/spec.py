@@ -15,7 +15,6 @@ __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import task as dcb_task
-from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
 
 NAME = "dcb"
 KEYS = ("roce_qos_rails", "roce_qos_dscp", "roce_qos_priority", "roce_qos_dscp_map", "roce_qos_pfc_priorities",
@@ -68,8 +67,4 @@ def evaluate(ctx):
     rails, dcb_rails = roce_qos_rails(ctx.desired, ctx.pairing())
     if not rails:
         return common.not_checked(["dcb"], ctx.desired["__roce_qos_no_rails"])
-    try:
-        res = ctx.task("dcb_qos", dcb_task, params(ctx.desired, dcb_rails))
-    except TaskFailed as e:
-        return common.failed(["dcb"], e, TASK)
-    return dict(res["concerns"])
+    return common.run_body(ctx, ["dcb"], "dcb_qos", dcb_task, params(ctx.desired, dcb_rails), TASK)

@@ -15,7 +15,6 @@ from ansible_collections.gpufabric.node.plugins.module_utils import concerns as 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import spec as dcb_spec
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import task as ecn_task
-from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
 
 NAME = "ecn"
 KEYS = ("roce_qos_rails", "roce_qos_dcqcn", "roce_qos_priority", "roce_qos_cnp_dscp", "roce_qos_cnp_priority",
@@ -38,8 +37,4 @@ def evaluate(ctx):
         return common.not_checked(["ecn"], d["__roce_qos_no_rails"])
     if not common.truthy(d["roce_qos_dcqcn"]):
         return {"ecn": model.status(model.NOT_APPLICABLE, d["__roce_qos_ecn_off_reason"])}
-    try:
-        res = ctx.task("roce_ecn", ecn_task, params(d, dcb_rails))
-    except TaskFailed as e:
-        return common.failed(["ecn"], e, TASK)
-    return dict(res["concerns"])
+    return common.run_body(ctx, ["ecn"], "roce_ecn", ecn_task, params(d, dcb_rails), TASK)

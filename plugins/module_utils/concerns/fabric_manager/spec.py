@@ -13,7 +13,6 @@ __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.fabric_manager import task
-from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
 
 NAME = "fabric_manager"
 KEYS = ()
@@ -24,8 +23,4 @@ TASK = "Check Fabric Manager and the NVLink state"
 
 def evaluate(ctx):
     facts = None if ctx.discovery_failed else ctx.discover()
-    try:
-        res = ctx.task("concern_check", task, {}, facts=facts)
-    except TaskFailed as e:
-        return common.failed([NAME], e, TASK)
-    return dict(res["concerns"])
+    return common.run_body(ctx, [NAME], "concern_check", task, {}, TASK, facts=facts)

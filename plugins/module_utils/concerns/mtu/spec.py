@@ -13,7 +13,6 @@ __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import task as mtu_task
-from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
 
 NAME = "mtu"
 KEYS = ("rail_network_rails", "rail_network_mtu", "rail_network_mtu_persist", "__rail_network_no_rails")
@@ -29,8 +28,4 @@ def evaluate(ctx):
     rails = common.rails(ctx.desired["rail_network_rails"], ctx.pairing())
     if not rails:
         return common.not_checked(["mtu"], ctx.desired["__rail_network_no_rails"])
-    try:
-        res = ctx.task("rail_mtu", mtu_task, params(ctx.desired, rails))
-    except TaskFailed as e:
-        return common.failed(["mtu"], e, TASK)
-    return dict(res["concerns"])
+    return common.run_body(ctx, ["mtu"], "rail_mtu", mtu_task, params(ctx.desired, rails), TASK)

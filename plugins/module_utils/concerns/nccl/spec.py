@@ -13,7 +13,6 @@ __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nccl import task as nccl_task
-from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
 
 NAME = "nccl"
 KEYS = ("nccl_rails", "nccl_conf_path", "nccl_ib_tc", "nccl_ib_gid_index", "nccl_ib_fifo_tc", "nccl_socket_ifname",
@@ -34,8 +33,4 @@ def evaluate(ctx):
     rails = common.rails(ctx.desired["nccl_rails"], ctx.pairing())
     if not rails:
         return common.not_checked(["nccl"], ctx.desired["__nccl_no_rails"])
-    try:
-        res = ctx.task("nccl_config", nccl_task, params(ctx.desired, rails))
-    except TaskFailed as e:
-        return common.failed(["nccl"], e, TASK)
-    return dict(res["concerns"])
+    return common.run_body(ctx, ["nccl"], "nccl_config", nccl_task, params(ctx.desired, rails), TASK)

@@ -13,7 +13,6 @@ __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import task as nfs_mounts_task
-from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
 
 NAME = "nfs_mounts"
 KEYS = ("storage_mounts_volumes", "storage_mounts_vendor_client", "storage_mounts_unit_dir",
@@ -27,8 +26,4 @@ def params(d):
 
 
 def evaluate(ctx):
-    try:
-        res = ctx.task("nfs_mounts", nfs_mounts_task, params(ctx.desired))
-    except TaskFailed as e:
-        return common.failed(["nfs_mounts"], e, TASK)
-    return dict(res["concerns"])
+    return common.run_body(ctx, ["nfs_mounts"], "nfs_mounts", nfs_mounts_task, params(ctx.desired), TASK)

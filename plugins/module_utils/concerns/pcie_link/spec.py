@@ -16,7 +16,6 @@ __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gpudirect_rdma import task as health_task
-from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
 
 NAME = "pcie_link"
 KEYS = ("fabric_health_gpu_idle_speed", "fabric_health_slot_limited", "fabric_health_gpudirect_mechanism",
@@ -39,8 +38,4 @@ def evaluate(ctx):
     pci, rails, gpu_driver); the play's discovery is the same code on the same node, so it is handed over when
     it succeeded and the body discovers only when it did not."""
     facts = None if ctx.discovery_failed else ctx.discover()
-    try:
-        res = ctx.task("fabric_health", health_task, params(ctx.desired), facts=facts)
-    except TaskFailed as e:
-        return common.failed(GIVES, e, TASK)
-    return dict(res["concerns"])
+    return common.run_body(ctx, GIVES, "fabric_health", health_task, params(ctx.desired), TASK, facts=facts)

@@ -14,7 +14,6 @@ __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import task as persist_task
-from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
 
 NAME = "persistence"
 KEYS = ("persistence_state", "persistence_python", "persistence_lib_dir", "persistence_script",
@@ -40,8 +39,5 @@ def params(d, evidence_desired):
 
 
 def evaluate(ctx):
-    try:
-        res = ctx.task("fabric_persist", persist_task, params(ctx.desired, ctx.evidence_desired))
-    except TaskFailed as e:
-        return common.failed(["persistence"], e, TASK)
-    return dict(res["concerns"])
+    return common.run_body(ctx, ["persistence"], "fabric_persist", persist_task,
+                           params(ctx.desired, ctx.evidence_desired), TASK)

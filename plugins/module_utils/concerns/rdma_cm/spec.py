@@ -14,7 +14,6 @@ __metaclass__ = type
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import spec as dcb_spec
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import task as rdma_cm_task
-from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
 
 NAME = "rdma_cm"
 KEYS = ("roce_qos_rails", "roce_qos_dscp", "roce_qos_priority", "roce_qos_dscp_map", "roce_qos_pfc_priorities",
@@ -33,9 +32,6 @@ def evaluate(ctx):
     rails, _dcb_rails = dcb_spec.roce_qos_rails(ctx.desired, ctx.pairing())
     if not rails:
         return common.not_checked(["rdma_cm"], ctx.desired["__roce_qos_no_rails"])
-    try:
-        res = ctx.task("rdma_cm_tos", rdma_cm_task, params(ctx.desired, rails),
-                       mutually_exclusive=rdma_cm_task.MUTUALLY_EXCLUSIVE, required_one_of=rdma_cm_task.REQUIRED_ONE_OF)
-    except TaskFailed as e:
-        return common.failed(["rdma_cm"], e, TASK)
-    return dict(res["concerns"])
+    return common.run_body(ctx, ["rdma_cm"], "rdma_cm_tos", rdma_cm_task, params(ctx.desired, rails), TASK,
+                           mutually_exclusive=rdma_cm_task.MUTUALLY_EXCLUSIVE,
+                           required_one_of=rdma_cm_task.REQUIRED_ONE_OF)

@@ -13,7 +13,6 @@ __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.sysctl import task as rail_task
-from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
 
 NAME = "sysctl"
 KEYS = ("rail_network_rails", "rail_network_arp_ignore", "rail_network_arp_announce", "rail_network_rp_filter",
@@ -37,8 +36,4 @@ def evaluate(ctx):
     rails = common.rails(ctx.desired["rail_network_rails"], ctx.pairing())
     if not rails:
         return common.not_checked(GIVES, ctx.desired["__rail_network_no_rails"])
-    try:
-        res = ctx.task("rail_sysctl", rail_task, params(ctx.desired, rails))
-    except TaskFailed as e:
-        return common.failed(GIVES, e, TASK)
-    return dict(res["concerns"])
+    return common.run_body(ctx, GIVES, "rail_sysctl", rail_task, params(ctx.desired, rails), TASK)
