@@ -45,7 +45,7 @@ NODE_PAYLOAD = (
     "concerns.persistence.spec", "concerns.persistence.task", "concerns.rdma_cm.boot", "concerns.rdma_cm.manage",
     "concerns.rdma_cm.spec", "concerns.rdma_cm.task", "concerns.registry", "concerns.routing.boot",
     "concerns.routing.manage", "concerns.routing.spec", "concerns.sections", "concerns.state",
-    "concerns.sysctl.manage", "concerns.sysctl.spec", "concerns.sysctl.task", "concerns.vendor_client.kernel_hold",
+    "concerns.sysctl.manage", "concerns.sysctl.spec", "concerns.sysctl.task", "concerns.vendor_client.hold",
     "concerns.vendor_client.spec", "contradictions", "discovery.gpudirect", "discovery.nvfs_modules",
     "discovery.pairing", "discovery.pci", "discovery.pci_scan", "discovery.pcie_link", "discovery.rails",
     "discovery.topology", "host.bounded_read", "host.files", "host.nodelock", "host.sysroot", "host.task_host",

@@ -107,7 +107,7 @@ not_installed:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs, os_profiles
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import kernel_hold
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import hold as kernel_hold
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 

@@ -10,7 +10,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import kernel_hold as kh
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import hold as kh
 from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles as op
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from gpufabric_sim.emulators import pkg

@@ -125,3 +125,12 @@ def test_documented_choices_of_managed_concerns_are_the_list(module):
            and any(isinstance(t, ast.Name) and t.id == "DOCUMENTATION" for t in n.targets)][0]
     option = yaml.safe_load(doc)["options"]["managed_concerns"]
     assert tuple(option["choices"]) == model.NAMES
+
+
+def test_no_module_utils_file_shares_a_module_basename():
+    """One name per thing: a file of plugins/module_utils never has the basename of a module (issue 22)."""
+    modules = set(f for f in os.listdir(os.path.join(REPO, "plugins", "modules")) if f.endswith(".py"))
+    clashes = []
+    for dirpath, _dirs, files in os.walk(os.path.join(REPO, "plugins", "module_utils")):
+        clashes.extend(os.path.join(dirpath, f) for f in files if f in modules)
+    assert clashes == []

@@ -13,7 +13,7 @@ __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import kernel_hold
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import hold as kernel_hold
 
 NAME = "vendor_client"
 KEYS = ()

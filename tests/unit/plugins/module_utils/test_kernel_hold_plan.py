@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import kernel_hold as kh
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import hold as kh
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles as op
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot

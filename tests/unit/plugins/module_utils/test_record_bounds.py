@@ -15,7 +15,7 @@ import pytest
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.acs import manage as acs
 from ansible_collections.gpufabric.node.plugins.module_utils.host import bounded_read
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import kernel_hold
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import hold as kernel_hold
 from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import (
     common as kmod_common, stage7_install as kmod_install)
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import check as nfs_mounts_check
