@@ -3,11 +3,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The boot-time applier: re-apply the recorded runtime-only state with the modules' own code.
 
-``/etc/gpufabric/state.json`` (``state.py``) holds what the modules applied. At boot
+``/etc/gpufabric/state.json`` (``concerns/state.py``) holds what the modules applied. At boot
 (``gpufabric-apply.service``) and whenever an RDMA device registers (udev ``add`` of
 ``SUBSYSTEM=="infiniband"``, ``gpufabric-apply@<ibdev>.service``) this code applies it again by
 calling the same functions the modules call: ``dcb.apply_dcb``, ``rdma_cm.apply_tos``, ``ecn.apply_ecn``,
-``acs.apply_acs``, ``routing.apply``, ``mtu.apply``. There is no second implementation of any of them.
+``acs.apply_acs``, ``routing.apply``, ``mtu.apply``. There is no second implementation of any of them. Each
+section of the file says how it is applied, in its concern's package (``concerns/<name>/boot.py``, listed in
+``concerns/sections.py``); this file iterates that list and names no concern.
 
 * Full run (``only_device`` None): the MTU of the recorded rails (those no network manager keeps it for), DCB on
   every recorded rail, ToS on every recorded device,
