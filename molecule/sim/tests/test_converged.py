@@ -24,7 +24,7 @@ def _facts(host):
     build = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY") or repo, ".build")
     out = host.check_output(
         "%s -c 'import json,sys; sys.path.insert(0, \"%s\"); "
-        "from ansible_collections.gpufabric.node.plugins.module_utils import topology; "
+        "from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology; "
         "from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot; "
         "print(json.dumps(topology.discover(Sysroot())))'" % (py, build))
     return json.loads(out)
