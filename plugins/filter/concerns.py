@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters that record concern statuses in the host fact ``gpufabric_concerns`` (see module_utils/concerns/__init__.py)."""
+"""Filters that record concern statuses in the host fact ``gpufabric_concerns`` (see module_utils/concern_model.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as model
 
 
 def _task_name(task):

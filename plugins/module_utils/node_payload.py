@@ -28,7 +28,7 @@ ENTRY_POINTS = ("boot.applier", "boot.evidence_timer")
 
 NODE_PAYLOAD = (
     "argspec", "boot.applier", "boot.evidence_timer", "check.facts", "check.node_check", "check.node_desired",
-    "check.qos_facts", "concerns", "concerns.acs.boot", "concerns.acs.manage", "concerns.acs.spec",
+    "check.qos_facts", "concern_model", "concerns.acs.boot", "concerns.acs.manage", "concerns.acs.spec",
     "concerns.acs.task", "concerns.boot_record", "concerns.cmdline.args", "concerns.cmdline.detect",
     "concerns.cmdline.grub", "concerns.cmdline.grubby", "concerns.cmdline.manage", "concerns.cmdline.spec",
     "concerns.cmdline.task", "concerns.common", "concerns.dcb.boot", "concerns.dcb.dcbx", "concerns.dcb.manage",

@@ -128,7 +128,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier, evidence_timer  # noqa: F401
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns import ConcernError
+from ansible_collections.gpufabric.node.plugins.module_utils.concern_model import ConcernError
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 

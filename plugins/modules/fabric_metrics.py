@@ -220,7 +220,8 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.report import prom

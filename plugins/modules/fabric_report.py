@@ -165,7 +165,8 @@ markdown:
 
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.report import drift as rpt
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 

@@ -70,14 +70,14 @@ def png_pixels(path):
 
 
 def _concerns(**over):
-    from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+    from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
     out = dict((n, cm.status(cm.OK)) for n in cm.CORE)
     out.update(over)
     return out
 
 
 def fleet_nodes(tmp_path):
-    from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+    from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
     from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
     from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
     from gpufabric_sim import topology as sim_topology

@@ -4,7 +4,7 @@ from __future__ import absolute_import, division, print_function
 
 import copy
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from gpufabric_sim import topology as sim_topology

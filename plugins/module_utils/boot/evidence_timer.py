@@ -32,7 +32,8 @@ import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence, guard
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm, inputs
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology

@@ -33,7 +33,7 @@ __metaclass__ = type
 import os
 import platform
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as model
 from ansible_collections.gpufabric.node.plugins.module_utils import contradictions as desired_state
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.check import facts as facts_task

@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as model
 
 NODE_KEYS = ("concerns", "errors", "reboot_required", "facts", "warnings", "gds_wanted")
 FIXABLE = (model.DRIFT, model.ERROR)

@@ -16,7 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as model
 from ansible_collections.gpufabric.node.plugins.module_utils.argspec import boolean
 from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
 

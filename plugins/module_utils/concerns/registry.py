@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The registry of concern specs: one line per concern of ``concerns.CONCERNS``, in its order.
+"""The registry of concern specs: one line per concern of ``concern_model.CONCERNS``, in its order.
 
 Each concern's spec (``concerns/<name>/spec.py``) says what its role variables mean and how the one-call check
 evaluates it:
@@ -15,7 +15,7 @@ evaluates it:
 
 The hubs (``check/node_check.py``, ``check/node_desired.py``) iterate ``SPECS`` and name no concern. A concern's
 boot-time record section is its ``boot.py`` (``concerns/sections.py``). ``tests/unit/plugins/test_concern_specs.py``
-holds this list to ``concerns.CONCERNS``.
+holds this list to ``concern_model.CONCERNS``.
 
 Plain Python, no Ansible imports. Private to the collection: no stable API is promised.
 """

@@ -43,7 +43,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
 
 CONCERN = "pcie_link"

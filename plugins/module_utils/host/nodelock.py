@@ -37,7 +37,7 @@ import os
 import stat
 import time
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
 
 try:
     import fcntl

@@ -23,7 +23,7 @@ __metaclass__ = type
 import json
 import os
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 from ansible_collections.gpufabric.node.plugins.module_utils.report import markdown as md
 
 DRIFT_KEYS = cm.ITEM_KEYS

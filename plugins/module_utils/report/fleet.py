@@ -24,7 +24,7 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 from ansible_collections.gpufabric.node.plugins.module_utils.report import fleet_html
 from ansible_collections.gpufabric.node.plugins.module_utils.report import markdown as md
 from ansible_collections.gpufabric.node.plugins.module_utils.report import drift as drift_report

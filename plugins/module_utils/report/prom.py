@@ -51,7 +51,7 @@ __metaclass__ = type
 import math
 import re
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 
 PREFIX = "gpufabric_"
 TYPES = ("gauge", "counter", "untyped")

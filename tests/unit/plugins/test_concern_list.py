@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""The one list of concerns (module_utils/concerns/__init__.py) and the playbooks' tasks/concerns.yml stay in step."""
+"""The one list of concerns (module_utils/concern_model.py) and the playbooks' tasks/concerns.yml stay in step."""
 from __future__ import absolute_import, division, print_function
 
 import os
@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
 
 __metaclass__ = type
 

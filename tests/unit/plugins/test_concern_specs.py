@@ -2,7 +2,7 @@
 """One concern, one place: the spec registry matches the concern list, every spec is complete, and no hub names
 the concerns (issue 22).
 
-- ``concerns/registry.py`` has one spec per entry of ``concerns.CONCERNS``, in its order; each spec has its name,
+- ``concerns/registry.py`` has one spec per entry of ``concern_model.CONCERNS``, in its order; each spec has its name,
   the role variables it reads and an evaluator; concerns that share an evaluator are the ones one module run gives;
 - every boot-time record section (``concerns/sections.py``) belongs to a registered concern and has a unique key;
 - no file in plugins/, roles/ or playbooks/ other than the two registry files names 10 or more concerns (module
@@ -21,12 +21,12 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as model
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import registry, sections
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-REGISTRY_FILES = ("plugins/module_utils/concerns/__init__.py", "plugins/module_utils/concerns/registry.py")
+REGISTRY_FILES = ("plugins/module_utils/concern_model.py", "plugins/module_utils/concerns/registry.py")
 DOC_VARS = ("DOCUMENTATION", "EXAMPLES", "RETURN")
 
 

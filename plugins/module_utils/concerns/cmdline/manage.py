@@ -22,7 +22,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline.args import (  # noqa: F401 (re-exported)  # pylint: disable=unused-import
     BOOL_KEYS,
     CUMULATIVE_KEYS,

@@ -16,7 +16,7 @@ import re
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline import task as cmdline_task
 from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import TaskFailed
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as model
 
 NAME = "cmdline"
 # the role variables (and role vars tables) the check reads

@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import dcbx as dcbx_mode
 from ansible_collections.gpufabric.node.plugins.module_utils import contradictions as desired_state

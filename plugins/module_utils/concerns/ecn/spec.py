@@ -11,7 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as model
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import spec as dcb_spec
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import task as ecn_task

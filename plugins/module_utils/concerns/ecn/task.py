@@ -14,7 +14,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns, results
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import manage as ecn, host as ecn_host
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state as state_store

@@ -25,7 +25,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as model
 
 NAME = "fabric_manager"
 SERVICE = "nvidia-fabricmanager"

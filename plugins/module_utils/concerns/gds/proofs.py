@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The status documents (module_utils/concerns/__init__.py) of the two proofs: ``gds`` from ``gds_verify`` and
+"""The status documents (module_utils/concern_model.py) of the two proofs: ``gds`` from ``gds_verify`` and
 ``vendor_client`` from ``vendor_nfs_proof``.
 
 ``gds_status(result, items, check_mode)``: ``ok`` when the counted transfer proved GDS; ``drift`` when it did not or a
@@ -17,7 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
 
 
 def gds_status(result, items, check_mode):

@@ -18,7 +18,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gpudirect_rdma import check as gdr_check
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as C
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as C
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pcie_link, topology
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gpudirect_rdma import nccl_log
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot

@@ -46,7 +46,8 @@ import json
 import os
 import re
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns, results
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import manage as live
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.host import files

@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import manage as mtu_live
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import persist as mtu_persist

@@ -14,7 +14,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns, inputs
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils import contradictions as desired
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nccl import manage as nccl
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock

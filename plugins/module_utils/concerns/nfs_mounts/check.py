@@ -48,7 +48,7 @@ __metaclass__ = type
 import os
 import stat
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.host import files
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import client_caps as caps
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import options as mount_options

@@ -30,7 +30,8 @@ __metaclass__ = type
 import json
 import re
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns, os_profiles
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
 from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs.common import STATE_FILE, read_record as _read
 
 CONCERN = "vendor_client"

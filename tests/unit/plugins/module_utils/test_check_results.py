@@ -9,7 +9,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpufabric.node.plugins.module_utils.check import results as cr
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as model
 
 OK = model.status(model.OK)
 DRIFT = model.status(model.DRIFT, "differs", [{"concern": "dcb", "object": "ens1np0", "key": "pfc",

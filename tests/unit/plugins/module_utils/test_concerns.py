@@ -5,7 +5,7 @@ from __future__ import absolute_import, division, print_function
 import pytest
 from hypothesis import given, strategies as st
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as c
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as c
 from ansible_collections.gpufabric.node.plugins.filter import concerns as f
 
 __metaclass__ = type

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 
 GOOD_FACTS = {"iommu": {"mode": "identity"}, "nvidia_fs": {"loaded": True},
               "fabric_manager": {"needed": True, "running": True},

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from fleet_nodes import DRIFT, all_ok, discover_shipped, drifting, nodes_of
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 from ansible_collections.gpufabric.node.plugins.module_utils.report import fleet as fr
 from ansible_collections.gpufabric.node.plugins.module_utils.report import drift as report_mod
 

@@ -14,7 +14,7 @@ import pytest
 from fleet_nodes import DRIFT, all_ok, discover_shipped, nodes_of
 from markdown_it import MarkdownIt
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 from ansible_collections.gpufabric.node.plugins.module_utils.report import fleet as fr
 from ansible_collections.gpufabric.node.plugins.module_utils.report import markdown as md
 from ansible_collections.gpufabric.node.plugins.module_utils.report import drift as rpt

@@ -11,7 +11,7 @@ import math
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 from ansible_collections.gpufabric.node.plugins.module_utils.report import drift as rpt
 
 __metaclass__ = type

@@ -13,7 +13,7 @@ import json
 import pytest
 from fleet_nodes import all_ok, discover_shipped, identity
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 from ansible_collections.gpufabric.node.plugins.module_utils.report import fleet as fr
 from ansible_collections.gpufabric.node.plugins.module_utils.report import drift as rpt
 

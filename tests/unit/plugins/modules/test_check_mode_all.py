@@ -31,7 +31,7 @@ from gpufabric_sim.emulators import dcb as dcb_emu
 from gpufabric_sim.emulators import ethtool as ethtool_emu
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))

@@ -19,7 +19,7 @@ from modrunner import run_module
 from mtu_kernel import Kernel
 from test_check_mode_all import template  # noqa: F401 pylint: disable=unused-import
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as model
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import task as mtu_task
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd

@@ -15,7 +15,7 @@ import pytest
 from test_check_mode_all import template  # noqa: F401 pylint: disable=unused-import
 from test_fabric_check import DRIFTED, _check, node  # noqa: F401 pylint: disable=unused-import
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as model
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as model
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import registry as S

@@ -21,7 +21,7 @@ from gpufabric_sim import tree as sim_tree
 from gpufabric_sim.emulators import dcb as dcb_emu
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot

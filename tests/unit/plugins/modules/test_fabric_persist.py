@@ -68,7 +68,7 @@ def test_install_then_idempotent(node, monkeypatch):
     assert not res.get("failed"), res
     assert res["changed"] is True
     assert {"boot.applier", "concerns.state", "concerns.dcb.manage", "concerns.rdma_cm.manage", "concerns.acs.manage",
-            "concerns.routing.manage", "host.sysroot", "discovery.topology", "concerns"} <= set(res["module_utils"])
+            "concerns.routing.manage", "host.sysroot", "discovery.topology", "concern_model"} <= set(res["module_utils"])
     assert res["commands"] == ["systemctl daemon-reload", "systemctl enable gpufabric-apply.service",
                                "udevadm control --reload"]
     assert actions(root) == ["systemctl daemon-reload",

@@ -25,7 +25,7 @@ from gpufabric_sim import tree as sim_tree
 from gpufabric_sim.emulators import dcb as dcb_emu
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence, evidence_unit as persist_evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd

@@ -11,7 +11,7 @@ import pytest
 from ansible.module_utils import basic
 from modrunner import run_module
 
-from ansible_collections.gpufabric.node.plugins.module_utils import concerns as cm
+from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 from ansible_collections.gpufabric.node.plugins.modules import fabric_report
 
 __metaclass__ = type
