@@ -16,7 +16,8 @@ Anything but ``ok`` carries a one-line ``reason``. A node is ``ok`` only when ev
 ``not_applicable``, no reboot is pending and no warning stands that breaks a data path; otherwise it needs attention,
 with the reasons listed.
 
-``CONCERNS`` is the single list. ``playbooks/tasks/concerns.yml`` imports one role per entry (a unit test holds the
+``CONCERNS`` is the single list of concerns (each one's behaviour is its spec, ``concerns/<name>/spec.py``, listed
+in the same order in ``concerns/registry.py``). ``playbooks/tasks/concerns.yml`` imports one role per entry (a unit test holds the
 two in step); the roles record each concern's status in the host fact ``gpufabric_concerns``; ``report``,
 ``fleet_report``, ``prom`` and the playbooks read the list from here.
 
