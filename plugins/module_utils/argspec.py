@@ -68,11 +68,11 @@ def boolean(value, strict=True):
                     % (value, ", ".join(repr(i) for i in BOOLEANS)))
 
 
-def get_bin_path(arg, opt_dirs=None):
-    """The first executable regular file ``arg`` in ``opt_dirs`` (those that exist), PATH, then the sbin
-    directories missing from PATH; ValueError naming the paths searched when there is none."""
+def get_bin_path(arg, opt_dirs=None, path=None):
+    """The first executable regular file ``arg`` in ``opt_dirs`` (those that exist), ``path`` (default: PATH), then
+    the sbin directories missing from it; ValueError naming the paths searched when there is none."""
     paths = [d for d in opt_dirs or [] if d is not None and os.path.exists(d)]
-    paths += os.environ.get("PATH", "").split(os.pathsep)
+    paths += (os.environ.get("PATH", "") if path is None else path).split(os.pathsep)
     for p in SBIN_PATHS:
         if p not in paths and os.path.exists(p):
             paths.append(p)

@@ -48,6 +48,6 @@ NODE_PAYLOAD = (
     "concerns.sysctl.manage", "concerns.sysctl.spec", "concerns.sysctl.task", "concerns.vendor_client.hold",
     "concerns.vendor_client.spec", "contradictions", "discovery.gpudirect", "discovery.nvfs_modules",
     "discovery.pairing", "discovery.pci", "discovery.pci_scan", "discovery.pcie_link", "discovery.rails",
-    "discovery.topology", "host.bounded_read", "host.files", "host.nodelock", "host.sysroot", "host.task_host",
-    "inputs", "node_payload", "os_profiles", "report.prom", "results", "vendor_nfs.common",
+    "discovery.topology", "host.bounded_read", "host.files", "host.nodelock", "host.runner", "host.sysroot",
+    "host.task_host", "inputs", "node_payload", "os_profiles", "report.prom", "results", "vendor_nfs.common",
 )

@@ -152,6 +152,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import counters
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 
 def main():
@@ -187,9 +188,7 @@ def main():
             module.fail_json(msg="cannot judge the acceptance test: %s" % e)
         module.exit_json(changed=False, acceptance=result, markdown=counters.to_markdown(result))
 
-    def run(argv):
-        binary = module.get_bin_path(argv[0], required=True)
-        return module.run_command([binary] + list(argv[1:]), environ_update={"LC_ALL": "C", "LANG": "C"})
+    run = CommandRunner(module, required=True)
 
     try:
         counters.validate_rails(p["rails"])

@@ -227,12 +227,11 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistenc
 from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 
 def make_runner(module):
-    def run(argv):
-        return module.run_command(list(argv), environ_update={"LC_ALL": "C", "LANG": "C"})
-    return run
+    return CommandRunner(module)
 
 
 def parse_mode(mode):

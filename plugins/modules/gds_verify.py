@@ -188,16 +188,11 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import
 from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs.common import MODULE_NAME_RE
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proofs as proof_concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
-
-ENV = {"LC_ALL": "C", "LANG": "C"}
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 
 def make_runner(module):
-    def run(argv, env=None):
-        upd = dict(ENV)
-        upd.update(env or {})
-        return module.run_command(argv, environ_update=upd)
-    return run
+    return CommandRunner(module)
 
 
 def main():

@@ -110,8 +110,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import inputs, os_p
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import hold as kernel_hold
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
-
-C_ENV = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 
 def main():
@@ -128,12 +127,7 @@ def main():
     profile, why = os_profiles.detect(sysroot)
     if profile is None:
         module.fail_json(msg="kernel hold: %s" % why)
-    bins = {}
-
-    def run(argv):
-        if argv[0] not in bins:
-            bins[argv[0]] = module.get_bin_path(argv[0], required=True)
-        return module.run_command([bins[argv[0]]] + list(argv[1:]), environ_update=C_ENV)
+    run = CommandRunner(module, required=True)
 
     recorded = False
     try:

@@ -346,18 +346,14 @@ from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 OPTIONAL_TOOLS = ("dpkg-deb", "modinfo", "nm", "rpm", "rpm2archive", "debootstrap", "chroot", "tar", "depmod",
                   "dpkg", "update-initramfs", "dracut", "lsinitramfs", "zstd", "unzstd")
 
 
 def make_runner(module):
-    def run(argv, env=None):
-        envu = {"LC_ALL": "C", "LANG": "C"}
-        envu.update(env or {})
-        rc, out, err = module.run_command(argv, environ_update=envu)
-        return rc, out, err
-    return run
+    return CommandRunner(module)
 
 
 def find_tools(module):

@@ -169,14 +169,11 @@ from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proofs as proof_concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 
 def make_runner(module):
-    def run(argv, env=None):
-        envu = {"LC_ALL": "C", "LANG": "C"}
-        envu.update(env or {})
-        return module.run_command(argv, environ_update=envu)
-    return run
+    return CommandRunner(module)
 
 
 def main():

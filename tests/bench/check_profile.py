@@ -30,6 +30,7 @@ class RecordingRunner(LocalRunner):
     """LocalRunner that keeps (command name, seconds) of every command it runs."""
 
     def __init__(self):
+        super(RecordingRunner, self).__init__()
         self.commands = []
 
     def run_command(self, args, environ_update=None, check_rc=False, **kw):

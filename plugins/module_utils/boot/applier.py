@@ -45,9 +45,6 @@ __metaclass__ = type
 
 import argparse
 import json
-import os
-import shutil
-import subprocess
 import sys
 import time
 
@@ -55,7 +52,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import inputs, resu
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import guard
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import boot_record, sections, state
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm.manage import IB_CLASS
-from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
+from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock, runner
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 DEFAULT_WAIT_S = 30.0
@@ -66,23 +63,9 @@ RC_STATE = 2
 
 
 def command_runner(extra_env=None):
-    """run(argv) -> (rc, out, err): argv[0] looked up in PATH, LC_ALL=C, never a shell."""
-    env = dict(os.environ)
-    env.update({"LC_ALL": "C", "LANG": "C"})
-    env.update(extra_env or {})
-
-    def run(argv):
-        exe = argv[0] if os.path.isabs(argv[0]) else shutil.which(argv[0], path=env.get("PATH"))
-        if not exe:
-            return 127, "", "%s: command not found in PATH (%s)" % (argv[0], env.get("PATH", ""))
-        try:
-            p = subprocess.Popen([exe] + list(argv[1:]), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, env=env, universal_newlines=True)
-        except OSError as e:
-            return 126, "", "%s: %s" % (exe, e)
-        out, err = p.communicate()
-        return p.returncode, out, err
-    return run
+    """run(argv) -> (rc, out, err): the one command runner (``host/runner.py``) on this machine: argv[0] looked up
+    in PATH, the C locale, never a shell."""
+    return runner.local(environ_update=extra_env)
 
 
 class _Run(object):

@@ -47,7 +47,8 @@ RC_REFUSED = guard.RC_REFUSED
 
 def default_evaluate(desired, sysroot, _run):
     """The one-call check of ``node_check.py``: every core concern, with its own command runner
-    (``task_host.LocalRunner``: ``LC_ALL=C``, argv lists, binaries looked up on PATH)."""
+    (``runner.LocalBackend`` through ``runner.CommandRunner``: the C locale, argv lists, binaries looked up on
+    PATH)."""
     return node_check.evaluate(desired, sysroot=sysroot)
 
 

@@ -19,6 +19,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
 from ansible_collections.gpufabric.node.plugins.module_utils.check import qos_facts
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 ARGUMENT_SPEC = dict(gather_subset=dict(type="list", elements="str", default=["all"]))
 
@@ -38,10 +39,8 @@ def run(module, sysroot=None):
         if "rails" not in facts:
             facts["rails"] = topology.discover(sysroot, ["rails"])["rails"]
 
-        def run(argv):
-            return module.run_command(list(argv), environ_update={"LC_ALL": "C", "LANG": "C"})
-
-        qos_facts.annotate(sysroot, facts["rails"], run, module.get_bin_path)
+        run = CommandRunner(module)
+        qos_facts.annotate(sysroot, facts["rails"], run, run.bin_path)
     profile, why = os_profiles.detect(sysroot)
     facts["os_profile"] = os_profiles.facts(profile) if profile else None
     facts["os_profile_reason"] = why

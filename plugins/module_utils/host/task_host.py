@@ -8,7 +8,8 @@ Each concern module (``pcie_acs``, ``dcb_qos``, ...) keeps its body in module_ut
 (``node_check``) calls the same bodies, in check mode, with a ``TaskModule``: the options are validated against
 the module's own argument spec (``argspec.ArgumentSpecValidator``: the validation AnsibleModule does, in plain
 Python, for the evidence timer runs this on a node without Ansible), commands and binaries
-go to the runner (the running ``fabric_check`` AnsibleModule, or ``LocalRunner``), warnings are collected, and
+go to the runner's backend (the running ``fabric_check`` AnsibleModule, or ``runner.LocalBackend``; the
+bodies wrap the TaskModule in ``runner.CommandRunner``), warnings are collected, and
 ``fail_json`` raises ``TaskFailed`` with what the module would have failed with instead of ending the process.
 
 Plain Python: no Ansible imports. This file is private to the collection: no stable API is promised.
@@ -18,11 +19,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
-import subprocess
-
 from ansible_collections.gpufabric.node.plugins.module_utils.argspec import ArgumentSpecValidator
-from ansible_collections.gpufabric.node.plugins.module_utils.argspec import get_bin_path as _get_bin_path
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandFailed, LocalBackend
 
 
 class TaskFailed(Exception):
@@ -34,27 +32,8 @@ class TaskFailed(Exception):
         self.result = result
 
 
-class LocalRunner(object):
-    """Runs commands on this machine (unit tests and the boot-time side); AnsibleModule's two methods."""
-
-    def get_bin_path(self, name, required=False, opt_dirs=None):
-        try:
-            return _get_bin_path(name, opt_dirs=opt_dirs or [])
-        except ValueError:
-            if required:
-                raise TaskFailed({"msg": "Failed to find required executable \"%s\"" % name, "failed": True})
-            return None
-
-    def run_command(self, args, environ_update=None, check_rc=False, **_kw):
-        env = dict(os.environ)
-        env.update(environ_update or {})
-        p = subprocess.Popen(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        out, err = p.communicate()
-        out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-        if check_rc and p.returncode != 0:
-            raise TaskFailed({"msg": "%s failed (rc=%d)" % (" ".join(args), p.returncode), "failed": True,
-                              "rc": p.returncode, "stdout": out, "stderr": err})
-        return p.returncode, out, err
+# the runner of code without Ansible (unit tests, the evidence timer's one-call check): runner.py's backend
+LocalRunner = LocalBackend
 
 
 class TaskModule(object):
@@ -82,7 +61,10 @@ class TaskModule(object):
         return path
 
     def run_command(self, args, **kw):
-        return self._runner.run_command(args, **kw)
+        try:
+            return self._runner.run_command(args, **kw)
+        except CommandFailed as e:
+            raise TaskFailed(e.result)
 
     def fail_json(self, msg, **kw):
         kw["msg"] = msg

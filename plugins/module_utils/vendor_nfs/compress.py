@@ -28,11 +28,11 @@ import lzma
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import zlib
 
 from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs.common import KmodBuildError
+from ansible_collections.gpufabric.node.plugins.module_utils.host import runner
 
 KINDS = ("none", "gzip", "xz", "zstd")
 SUFFIX = {"none": "", "gzip": ".gz", "xz": ".xz", "zstd": ".zst"}
@@ -99,14 +99,6 @@ def find_tool(name, extra_dirs=SBIN_DIRS):
     return None
 
 
-def _subprocess_run(argv, env=None):
-    envu = dict(os.environ, LC_ALL="C", LANG="C")
-    envu.update(env or {})
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=envu)
-    out, err = p.communicate()
-    return p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-
-
 def _import_zstd():
     """(label, module) of the first importable Python zstd binding, or (None, None)."""
     try:
@@ -127,11 +119,11 @@ class CodecUnavailable(KmodBuildError):
 
 class Codecs(object):
     """Decompress and compress module data. ``run`` is the command runner (``run(argv, env=None) -> (rc, out,
-    err)``; default: a subprocess without a shell), ``tools`` maps ``zstd``/``unzstd`` to resolved paths (missing
+    err)``; default: ``runner.local()``), ``tools`` maps ``zstd``/``unzstd`` to resolved paths (missing
     keys are looked up with :func:`find_tool`, None means not installed)."""
 
     def __init__(self, run=None, tools=None, importer=None):
-        self.run = run or _subprocess_run
+        self.run = run or runner.local()
         self.tools = dict(tools or {})
         self.used = {}
         self._importer = importer

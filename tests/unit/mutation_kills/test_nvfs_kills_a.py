@@ -211,8 +211,7 @@ def test_verify_cufile_json_of_the_transfer(node, text, want):
     assert run.configs == [nvfs.render_cufile_json(want)]
     assert run.calls[0][1] == {"CUFILE_ENV_PATH_JSON": os.path.join(workdir, "cufile.json"),
                                "CUFILE_ALLOW_COMPAT_MODE": "false", "CUFILE_FORCE_COMPAT_MODE": "false",
-                               "CUFILE_LOGFILE_PATH": os.path.join(workdir, "cufile.log"), "LC_ALL": "C",
-                               "LANG": "C"}
+                               "CUFILE_LOGFILE_PATH": os.path.join(workdir, "cufile.log")}
 
 
 # ------------------------------------------------------------------------------------------------ rw_stats_enabled

@@ -33,6 +33,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpufabric.node.plugins.module_utils.host import runner
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline.args import (
     CmdlineError,
     CommandError,
@@ -115,7 +116,9 @@ class GrubDropinBackend(object):
                   'if [ "$f" = "%s" ]; then eval "$GPUFABRIC_CANDIDATE" || exit 3; '
                   'else . "$f" || exit 3; fi; done; '
                   'printf "%%s\\0%%s\\0" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"' % self.CANDIDATE)
-        argv = [self.bin_path("env") or "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"]
+        # an emptied environment for the sourced shell, with the runners' C locale
+        argv = [self.bin_path("env") or "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"]
+        argv += ["%s=%s" % kv for kv in sorted(runner.C_LOCALE.items())]
         if candidate is not None:
             argv.append("GPUFABRIC_CANDIDATE=%s" % candidate)
         argv += [self.sh, "-c", script, "sh"] + list(files)

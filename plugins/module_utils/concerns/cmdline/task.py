@@ -24,6 +24,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline.ma
 )
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 ARGUMENT_SPEC = dict(
     present=dict(type="list", elements="str", default=[]),
@@ -35,9 +36,7 @@ ARGUMENT_SPEC = dict(
 
 
 def _runner(module):
-    def run_cmd(argv):
-        return module.run_command(argv, environ_update={"LC_ALL": "C", "LANG": "C"})
-    return run_cmd
+    return CommandRunner(module)
 
 
 def _bin_path(module):

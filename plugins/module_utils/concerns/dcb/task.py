@@ -23,6 +23,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.sysctl.manage import validate_ifname
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 ARGUMENT_SPEC = dict(
     rails=dict(type="list", elements="str", required=True),
@@ -44,10 +45,9 @@ ARGUMENT_SPEC = dict(
 
 
 def make_runner(module, binary):
-    def run_dcb(argv):
-        return module.run_command([binary] + list(argv[1:]),
-                                  environ_update={"LC_ALL": "C", "LANG": "C"})
-    return run_dcb
+    """run(argv): ``argv[0]`` (``dcb``) is ``binary``, looked up once by the caller."""
+    run = CommandRunner(module)
+    return lambda argv: run([binary] + list(argv[1:]))
 
 
 def forget(module, sysroot):

@@ -20,6 +20,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 ARGUMENT_SPEC = dict(
     rails=dict(type="list", elements="str", required=True),
@@ -44,13 +45,8 @@ def diff_text(rails, key):
 def firmware_reader(module):
     """ecn.apply_ecn's ``firmware``: the firmware's per-priority DCQCN enable through mlxconfig/mstconfig, where
     installed (read only: ``query``)."""
-    def run_tool(argv):
-        return module.run_command(list(argv), environ_update={"LC_ALL": "C", "LANG": "C"})
-
-    def which(name):
-        return module.get_bin_path(name)
-
-    return lambda bdf, priority: ecn_host.firmware_prio(run_tool, which, bdf, priority)
+    run = CommandRunner(module)
+    return lambda bdf, priority: ecn_host.firmware_prio(run, run.bin_path, bdf, priority)
 
 
 def run(module, sysroot=None):

@@ -13,9 +13,9 @@ __metaclass__ = type
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.fabric_manager import check
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 ARGUMENT_SPEC = dict()
-C_LOCALE = {"LC_ALL": "C", "LANG": "C"}
 
 
 def run(module, sysroot=None, facts=None):
@@ -31,11 +31,12 @@ def run(module, sysroot=None, facts=None):
     fm = facts["fabric_manager"]
     nvlink, nvsmi = None, None
     if fm.get("needed"):
-        smi = module.get_bin_path("nvidia-smi")
+        run = CommandRunner(module)
+        smi = run.bin_path("nvidia-smi")
         if smi is None:
             nvsmi = "missing"
         else:
-            rc, out, err = module.run_command([smi] + list(check.NVLINK_ARGS), environ_update=C_LOCALE)
+            rc, out, err = run([smi] + list(check.NVLINK_ARGS))
             if rc == 0:
                 nvlink = check.parse_nvlink_status(out)
             else:

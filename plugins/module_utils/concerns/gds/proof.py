@@ -216,7 +216,7 @@ def probe_source():
 def probe_env(config_path, log_path):
     """Environment for the test transfer: compat mode off through the config file and the variables."""
     return {"CUFILE_ENV_PATH_JSON": config_path, "CUFILE_ALLOW_COMPAT_MODE": "false",
-            "CUFILE_FORCE_COMPAT_MODE": "false", "CUFILE_LOGFILE_PATH": log_path, "LC_ALL": "C", "LANG": "C"}
+            "CUFILE_FORCE_COMPAT_MODE": "false", "CUFILE_LOGFILE_PATH": log_path}
 
 
 def _run_probe(run, python, workdir, directory, size, gpu, env):

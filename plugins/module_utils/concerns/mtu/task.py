@@ -20,6 +20,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import persist as mtu_persist
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 ARGUMENT_SPEC = dict(
     rails=dict(type="list", elements="str", required=True),
@@ -30,12 +31,7 @@ ARGUMENT_SPEC = dict(
 
 def make_runner(module):
     """run(argv) -> (rc, out, err): argv[0] through get_bin_path, C locale; 127 when it is not installed."""
-    def run_cmd(argv):
-        binary = module.get_bin_path(argv[0])
-        if binary is None:
-            return 127, "", "%s: not found in PATH" % argv[0]
-        return module.run_command([binary] + list(argv[1:]), environ_update={"LC_ALL": "C", "LANG": "C"})
-    return run_cmd
+    return CommandRunner(module)
 
 
 def fail(module, msg, **kw):

@@ -20,6 +20,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.host import nodeloc
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import manage as nm
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import check
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 VOLUME_SPEC = dict(
     path=dict(type="path", required=True),
@@ -47,11 +48,8 @@ def run(module, sysroot=None):
     """Validate every volume, compare it with mountinfo and its unit and (unless check mode) fix it."""
     p = module.params
     desired = dict((k, p[k]) for k in ("volumes", "vendor_client", "unit_dir", "after_units", "before_units"))
-    env = {"LC_ALL": "C", "LANG": "C"}
-    systemctl = module.get_bin_path("systemctl")
-
-    def run_cmd(argv):
-        return module.run_command(argv, environ_update=env)
+    run_cmd = CommandRunner(module)
+    systemctl = run_cmd.bin_path("systemctl")
 
     def fail(msg, **extra):
         module.fail_json(msg=msg, drift=[], concerns={nm.CONCERN: concerns.error(nm.CONCERN, msg)}, **extra)

@@ -23,6 +23,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistenc
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence_unit as persist_evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 ARGUMENT_SPEC = dict(
     state=dict(type="str", choices=["present", "absent"], default="present"),
@@ -115,8 +116,8 @@ def run(module, sysroot=None):
     sysroot = sysroot or Sysroot()
     unit_path = "%s/%s" % (p["unit_dir"], UNIT)
     template_path = "%s/%s" % (p["unit_dir"], TEMPLATE)
-    env = {"LC_ALL": "C", "LANG": "C"}
-    systemctl = module.get_bin_path("systemctl")
+    runner = CommandRunner(module)
+    systemctl = runner.bin_path("systemctl")
     sc = systemctl or persist.DEFAULT_SYSTEMCTL
     try:
         inputs.udev_value(inputs.safe_path(sc, "systemctl"), "systemctl")
@@ -133,22 +134,21 @@ def run(module, sysroot=None):
         if not os.path.isfile(argv[0]):
             module.fail_json(msg="%s is not installed: cannot run %s" % (os.path.basename(argv[0]), " ".join(argv)),
                              **result)
-        rc, out, err = module.run_command(argv, environ_update=env)
+        rc, out, err = runner(argv)
         if rc != 0:
             module.fail_json(msg="%s failed (rc=%d): %s" % (" ".join(argv), rc, (err or out).strip()), rc=rc,
                              stdout=out, stderr=err, **result)
 
     def query(unit=UNIT):
         if systemctl:
-            return persist.systemctl_state(lambda argv: module.run_command(argv, environ_update=env), systemctl,
-                                           unit)
+            return persist.systemctl_state(runner, systemctl, unit)
         return persist.layout_state(sysroot, unit)
 
     def active(unit):
         """``systemctl is-active``'s word; None without systemctl (nothing to ask)."""
         if not systemctl:
             return None
-        _rc, out, _err = module.run_command([systemctl, "is-active", unit], environ_update=env)
+        _rc, out, _err = runner([systemctl, "is-active", unit])
         return (out or "").split()[0] if (out or "").split() else "unknown"
 
     if present:
@@ -205,7 +205,7 @@ def run(module, sysroot=None):
                 persist_evidence.fix_timer(timer_actions, run, systemctl,
                                            done.get(ev_paths["timer"]) not in (None, "restored"))
             if p["rules_file"] in done and done[p["rules_file"]] != "restored":
-                run([module.get_bin_path("udevadm", required=not check) or "udevadm", "control", "--reload"])
+                run([runner.bin_path("udevadm", required=not check) or "udevadm", "control", "--reload"])
             if present and not check and (actions or timer_actions):
                 _items, left, _f = inst.survey(query() if p["enabled"] else None)
                 left = left + inst.survey_absent(persist_evidence.unwanted(p))[1]

@@ -21,6 +21,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm im
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state as state_store
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 ARGUMENT_SPEC = dict(
     rails=dict(type="list", elements="str"),
@@ -34,10 +35,8 @@ REQUIRED_ONE_OF = [("rails", "devices")]
 
 
 def make_runner(module):
-    def run_cmd(argv):
-        binary = module.get_bin_path(argv[0], required=True)
-        return module.run_command([binary] + list(argv[1:]), environ_update={"LC_ALL": "C", "LANG": "C"})
-    return run_cmd
+    """run(argv): a program that is not installed fails the module."""
+    return CommandRunner(module, required=True)
 
 
 def diff_text(ports, key):

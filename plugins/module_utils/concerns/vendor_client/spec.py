@@ -14,18 +14,14 @@ __metaclass__ = type
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import common
 from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import hold as kernel_hold
+from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
 NAME = "vendor_client"
 KEYS = ()
 
 
 def evaluate(ctx):
-    def run(argv):
-        binary = ctx.runner.get_bin_path(argv[0])
-        if binary is None:
-            return 127, "", "%s: not found in PATH" % argv[0]
-        return ctx.runner.run_command([binary] + list(argv[1:]), environ_update={"LC_ALL": "C", "LANG": "C"})
-    hold = kernel_hold.hold_status(ctx.sysroot, run, os_profiles.detect(ctx.sysroot)[0])
+    hold = kernel_hold.hold_status(ctx.sysroot, CommandRunner(ctx.runner), os_profiles.detect(ctx.sysroot)[0])
     if hold:
         return {"vendor_client": hold}
     return {"vendor_client": common.proof_not_checked("vendor_client", "vendor NFS client proof")}

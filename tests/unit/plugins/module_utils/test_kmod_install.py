@@ -19,6 +19,7 @@ import pytest
 from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
 from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import compress as kc
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host import runner
 
 FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "vendor_nfs"))
 sys.path.insert(0, FIXTURES)
@@ -56,7 +57,7 @@ class FakeDepmod(object):
 
     def __call__(self, argv, env=None):
         if os.path.basename(argv[0]) != "depmod":
-            return kc._subprocess_run(argv, env)  # the real zstd of the host
+            return runner.local()(argv, env)  # the real zstd of the host
         self.calls.append(list(argv))
         base = os.path.join(self.root, "lib", "modules", argv[-1])
         lines = []
@@ -86,7 +87,7 @@ def fake_podman(files, dist_name="p.deb"):
             if pkg:
                 vf.make_deb(os.path.join(out, "dist", dist_name), pkg)
             return 0, "", ""
-        return kc._subprocess_run(argv, env)
+        return runner.local()(argv, env)
     return run
 
 

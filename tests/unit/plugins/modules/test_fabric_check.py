@@ -114,6 +114,7 @@ def test_drifted_node_read_only(node):
 
 class CountingRunner(LocalRunner):
     def __init__(self):
+        super(CountingRunner, self).__init__()
         self.argvs = []
 
     def run_command(self, args, environ_update=None, check_rc=False, **kw):
