@@ -13,7 +13,8 @@ What a role variable means (the rails a role takes, the DSCP map it derives, the
 concern's spec (``concerns/<name>/spec.py``, listed in ``concerns/registry.py``); this hub only gathers, in
 registry order: ``KEYS`` (per concern), ``CONFLICT_KEYS`` and ``conflict_vars`` (the contradiction check that runs
 before any role), ``ROLE_VARS`` (per role) and ``evidence_desired`` (the document the evidence timer evaluates).
-The equivalence test of the one-call check holds the specs to the roles.
+The roles take their module options from the same specs (the ``concern_options`` lookup); the equivalence test of
+the one-call check holds the two paths to one answer.
 
 Plain Python: no Ansible imports (the evidence timer runs it on the node).
 This file is private to the collection: no stable API is promised.

@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the concerns' specs (``concerns/<name>/spec.py``) share: role variables read as the roles' Jinja reads them,
+"""What the concerns' specs (``concerns/<name>/spec.py``) share: role variables read as Ansible hands them over,
 the rails a role takes, and the status of a concern whose module body failed in the one-call check.
 
 A spec turns the role variables of its concern into the options of its module and evaluates the concern in the
 one-call check (``check/node_check.py``) with the body its role's task runs. These helpers are the filters and
-conventions every spec uses the same way: Jinja's ``int`` and ``bool``, a role's rails (``__<role>_rails``), an option
-the task omits when it is empty, and the statuses the roles record when a task fails.
+conventions every spec uses the same way: Jinja's ``int`` and ``bool``, a role's rails, an option the task omits
+when it is empty, and the statuses the roles record when a task fails.
 
 Plain Python, no Ansible imports. Private to the collection: no stable API is promised.
 """

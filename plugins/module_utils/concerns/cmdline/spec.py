@@ -45,15 +45,22 @@ def iommu_args(desired, arch):
     return present, absent
 
 
+def options(d, facts):
+    """The module options the role passes to ``kernel_cmdline`` (the ``gpufabric.node.concern_options`` lookup): the
+    role variables ``d`` on the host's architecture (``facts['architecture']``); DesiredError when ``iommu_mode`` is
+    not supported there."""
+    present, absent = iommu_args(d, facts.get("architecture"))
+    return {"present": present, "absent": absent, "bootloader": d["iommu_bootloader"]}
+
+
 def evaluate(ctx):
     d = ctx.desired
     try:
-        present, absent = iommu_args(d, ctx.architecture())
+        params = options(d, {"architecture": ctx.architecture()})
     except common.DesiredError as e:
         task = "Check that the IOMMU mode is supported on this architecture"
         return {"cmdline": model.error("cmdline", str(e), task)}
     try:
-        params = {"present": present, "absent": absent, "bootloader": d["iommu_bootloader"]}
         res = ctx.task("kernel_cmdline", cmdline_task, params)
     except TaskFailed as e:
         return common.failed(["cmdline"], e, TASK)

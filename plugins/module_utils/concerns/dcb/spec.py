@@ -27,7 +27,8 @@ TASK = "DCB on every rail (trust, DSCP to priority, PFC)"
 
 
 def roce_qos_rails(desired, pairing):
-    """(``__roce_qos_rails``, ``__roce_qos_dcb_rails``): DCB goes on the physical ports of a RoCE LAG rail."""
+    """(the rails' netdevs, the ports DCB goes on): the role's rails when given, else the netdevs paired with GPUs,
+    and DCB on the physical ports of a RoCE LAG rail."""
     given = desired["roce_qos_rails"]
     netdevs = common.rails(given, pairing)
     if given:
@@ -39,7 +40,7 @@ def roce_qos_rails(desired, pairing):
 
 
 def dscp_map(d):
-    """``__roce_qos_dscp_map``: the map when set, else the lossless entry in DSCP trust (none in PCP)."""
+    """The DSCP map the role applies: the map when set, else the lossless entry in DSCP trust (none in PCP)."""
     if d["roce_qos_dscp_map"] is not None:
         return d["roce_qos_dscp_map"]
     if d["roce_qos_trust"] == "dscp":
@@ -63,8 +64,14 @@ def params(d, dcb_rails):
                               "dcbx": d["roce_qos_dcbx"]}, ets=d["roce_qos_ets"])
 
 
+def options(d, facts):
+    """The module options the role passes to ``dcb_qos`` (the ``gpufabric.node.concern_options`` lookup): the role
+    variables ``d`` and the host's gpufabric ``facts`` (their ``pairing``)."""
+    return params(d, roce_qos_rails(d, facts.get("pairing"))[1])
+
+
 def evaluate(ctx):
-    rails, dcb_rails = roce_qos_rails(ctx.desired, ctx.pairing())
-    if not rails:
+    opts = options(ctx.desired, {"pairing": ctx.pairing()})
+    if not opts["rails"]:
         return common.not_checked(["dcb"], ctx.desired["__roce_qos_no_rails"])
-    return common.run_body(ctx, ["dcb"], "dcb_qos", dcb_task, params(ctx.desired, dcb_rails), TASK)
+    return common.run_body(ctx, ["dcb"], "dcb_qos", dcb_task, opts, TASK)

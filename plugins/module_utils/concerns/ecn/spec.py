@@ -29,12 +29,18 @@ def params(d, dcb_rails):
             "cnp_dscp": d["roce_qos_cnp_dscp"], "cnp_priority": d["roce_qos_cnp_priority"]}
 
 
+def options(d, facts):
+    """The module options the role passes to ``roce_ecn`` (the ``gpufabric.node.concern_options`` lookup): the role
+    variables ``d`` and the host's gpufabric ``facts`` (their ``pairing``)."""
+    return params(d, dcb_spec.roce_qos_rails(d, facts.get("pairing"))[1])
+
+
 def evaluate(ctx):
     """roce_ecn on the DCB rails, when the role manages ECN/DCQCN (roce_qos_dcqcn) and there are rails."""
     d = ctx.desired
-    rails, dcb_rails = dcb_spec.roce_qos_rails(d, ctx.pairing())
-    if not rails:
+    opts = options(d, {"pairing": ctx.pairing()})
+    if not opts["rails"]:
         return common.not_checked(["ecn"], d["__roce_qos_no_rails"])
     if not common.truthy(d["roce_qos_dcqcn"]):
         return {"ecn": model.status(model.NOT_APPLICABLE, d["__roce_qos_ecn_off_reason"])}
-    return common.run_body(ctx, ["ecn"], "roce_ecn", ecn_task, params(d, dcb_rails), TASK)
+    return common.run_body(ctx, ["ecn"], "roce_ecn", ecn_task, opts, TASK)

@@ -24,8 +24,14 @@ def params(d, rails_):
     return {"rails": rails_, "mtu": d["rail_network_mtu"], "persist": d["rail_network_mtu_persist"]}
 
 
+def options(d, facts):
+    """The module options the role passes to ``rail_mtu`` (the ``gpufabric.node.concern_options`` lookup): the role
+    variables ``d`` and the host's gpufabric ``facts`` (their ``pairing``)."""
+    return params(d, common.rails(d["rail_network_rails"], facts.get("pairing")))
+
+
 def evaluate(ctx):
-    rails = common.rails(ctx.desired["rail_network_rails"], ctx.pairing())
-    if not rails:
+    opts = options(ctx.desired, {"pairing": ctx.pairing()})
+    if not opts["rails"]:
         return common.not_checked(["mtu"], ctx.desired["__rail_network_no_rails"])
-    return common.run_body(ctx, ["mtu"], "rail_mtu", mtu_task, params(ctx.desired, rails), TASK)
+    return common.run_body(ctx, ["mtu"], "rail_mtu", mtu_task, opts, TASK)

@@ -29,8 +29,14 @@ def params(d, rails_):
                             socket_ifname=d["nccl_socket_ifname"])
 
 
+def options(d, facts):
+    """The module options the role passes to ``nccl_config`` (the ``gpufabric.node.concern_options`` lookup): the role
+    variables ``d`` and the host's gpufabric ``facts`` (their ``pairing``)."""
+    return params(d, common.rails(d["nccl_rails"], facts.get("pairing")))
+
+
 def evaluate(ctx):
-    rails = common.rails(ctx.desired["nccl_rails"], ctx.pairing())
-    if not rails:
+    opts = options(ctx.desired, {"pairing": ctx.pairing()})
+    if not opts["rails"]:
         return common.not_checked(["nccl"], ctx.desired["__nccl_no_rails"])
-    return common.run_body(ctx, ["nccl"], "nccl_config", nccl_task, params(ctx.desired, rails), TASK)
+    return common.run_body(ctx, ["nccl"], "nccl_config", nccl_task, opts, TASK)

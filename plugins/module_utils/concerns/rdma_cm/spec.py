@@ -28,10 +28,16 @@ def params(d, rails_):
             "expected_dscp": common.jinja_int(d["roce_qos_dscp"])}
 
 
+def options(d, facts):
+    """The module options the role passes to ``rdma_cm_tos`` (the ``gpufabric.node.concern_options`` lookup): the role
+    variables ``d`` and the host's gpufabric ``facts`` (their ``pairing``)."""
+    return params(d, dcb_spec.roce_qos_rails(d, facts.get("pairing"))[0])
+
+
 def evaluate(ctx):
-    rails, _dcb_rails = dcb_spec.roce_qos_rails(ctx.desired, ctx.pairing())
-    if not rails:
+    opts = options(ctx.desired, {"pairing": ctx.pairing()})
+    if not opts["rails"]:
         return common.not_checked(["rdma_cm"], ctx.desired["__roce_qos_no_rails"])
-    return common.run_body(ctx, ["rdma_cm"], "rdma_cm_tos", rdma_cm_task, params(ctx.desired, rails), TASK,
+    return common.run_body(ctx, ["rdma_cm"], "rdma_cm_tos", rdma_cm_task, opts, TASK,
                            mutually_exclusive=rdma_cm_task.MUTUALLY_EXCLUSIVE,
                            required_one_of=rdma_cm_task.REQUIRED_ONE_OF)

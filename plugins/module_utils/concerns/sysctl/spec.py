@@ -32,8 +32,14 @@ def params(d, rails_):
     return p
 
 
+def options(d, facts):
+    """The module options the role passes to ``rail_sysctl`` (the ``gpufabric.node.concern_options`` lookup): the role
+    variables ``d`` and the host's gpufabric ``facts`` (their ``pairing``)."""
+    return params(d, common.rails(d["rail_network_rails"], facts.get("pairing")))
+
+
 def evaluate(ctx):
-    rails = common.rails(ctx.desired["rail_network_rails"], ctx.pairing())
-    if not rails:
+    opts = options(ctx.desired, {"pairing": ctx.pairing()})
+    if not opts["rails"]:
         return common.not_checked(GIVES, ctx.desired["__rail_network_no_rails"])
-    return common.run_body(ctx, GIVES, "rail_sysctl", rail_task, params(ctx.desired, rails), TASK)
+    return common.run_body(ctx, GIVES, "rail_sysctl", rail_task, opts, TASK)

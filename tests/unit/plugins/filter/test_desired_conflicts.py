@@ -22,7 +22,7 @@ def role_defaults():
         roce = yaml.safe_load(f)
     with open(os.path.join(ROOT, "roles", "nccl", "defaults", "main.yml")) as f:
         nccl = yaml.safe_load(f)
-    # not set: the role derives the one lossless entry (vars/main.yml __roce_qos_dscp_map), as the play passes it
+    # not set: the role derives the one lossless entry (the dcb spec's dscp_map), as the play passes it
     assert roce["roce_qos_dscp_map"] is None
     ecn = 2 if roce["roce_qos_ecn"] else 0
     return {"roce_qos_trust": roce["roce_qos_trust"],
