@@ -14,8 +14,9 @@ Usage: check_artifact.py ARTIFACT_DIR
   2. ansible-doc renders every module, filter, lookup and role of the installed copy;
   3. every playbook loads by its FQCN (`ansible-playbook --syntax-check`);
   4. kernel_upgrade.yml runs with Kubernetes off against localhost, the node's files in a throw-away sysroot: past
-     its Kubernetes steps (not loaded) to the record, and it stops where it must without a vendor client (the
-     vendor_nfs_client role's required variables), recording the failure; nothing outside the sysroot is touched;
+     its Kubernetes steps (not loaded) to the upgrade record and the vendor client's build, where a misspelled
+     vendor client variable under gpufabric_strict_vars stops it before the role runs a module, and the rescue
+     records the failure; nothing outside the sysroot is touched;
   5. the execution environment: `ansible-builder create` on execution-environment.yml with the artifact, then
      ansible-builder's own introspection (the script the Containerfile runs) on the collection from that context:
      an image installs the collection's runtime requirements (meta/ee-requirements.txt, meta/ee-bindep.txt) and
@@ -106,8 +107,12 @@ def check_kernel_upgrade(installed, cwd):
     os.makedirs(os.path.join(root, "proc", "sys", "kernel"))
     with open(os.path.join(root, "proc", "sys", "kernel", "osrelease"), "w") as f:
         f.write("6.1.0-1-amd64\n")
+    # a misspelled vendor client variable with gpufabric_strict_vars: the vendor_nfs_client role stops at its first
+    # task, so no module of the role runs on this host
+    extra = {"kernel_upgrade_kernel_release": "6.1.0-99-amd64", "gpufabric_strict_vars": True,
+             "vendor_nfs_client_sha265": "0" * 64}
     p = run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", FQ + ".kernel_upgrade",
-             "-e", "ansible_python_interpreter=" + sys.executable, "-e", "kernel_upgrade_kernel_release=6.1.0-99-amd64"],
+             "-e", "ansible_python_interpreter=" + sys.executable, "-e", json.dumps(extra)],
             env(installed, GPUFABRIC_SYSROOT=root), cwd, ok=(2,))
     out = p.stdout + p.stderr
     record_path = os.path.join(root, "etc", "gpufabric", "upgrade.json")
@@ -115,13 +120,14 @@ def check_kernel_upgrade(installed, cwd):
         raise Failed("kernel_upgrade.yml wrote no upgrade record\n" + out[-4000:])
     with open(record_path) as f:
         record = json.load(f)
-    # the run got past the Kubernetes steps (skipped, their files never loaded) to the vendor client's build, which
-    # stops it here: its required variables are not given
-    want = {"phase": "failed", "kubernetes": False, "nothing_changed": False, "target": "6.1.0-99-amd64"}
+    # the run got past the Kubernetes steps (skipped, their files never loaded) to the vendor client's build
+    want = {"phase": "failed", "kubernetes": False, "nothing_changed": False, "target": "6.1.0-99-amd64",
+            "failed_task": "Check the vendor_nfs_client variables against the role's argument spec"}
     got = {k: record.get(k) for k in want}
-    if got != want or "sha256 must be" not in record.get("error", "") or "kubernetes.core" in out:
+    if got != want or "did you mean vendor_nfs_client_sha256?" not in record.get("error", "") \
+            or "kubernetes.core" in out:
         raise Failed("kernel_upgrade.yml with Kubernetes off: record %s\n%s" % (record, out[-4000:]))
-    return "kernel_upgrade.yml ran with Kubernetes off to the vendor client build (record: %s)" % record["failed_task"]
+    return "kernel_upgrade.yml ran with Kubernetes off to the vendor client's build"
 
 
 def requirement_names(path):
