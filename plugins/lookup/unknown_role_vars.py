@@ -127,8 +127,8 @@ def unknown_vars(role, names, options, outputs, other_roles=()):
         msg = "%s is not a variable of the role gpufabric.node.%s (not an option in its meta/argument_specs.yml)" % (
             name, role)
         # compared without the prefix that every option shares, which would make any two names look alike
-        close = difflib.get_close_matches(name[len(prefix):], sorted(o[len(prefix):] for o in options
-                                                                       if o.startswith(prefix)), n=1, cutoff=CUTOFF)
+        suffixes = sorted(o[len(prefix):] for o in options if o.startswith(prefix))
+        close = difflib.get_close_matches(name[len(prefix):], suffixes, n=1, cutoff=CUTOFF)
         messages.append(msg + ("; did you mean %s%s?" % (prefix, close[0]) if close else "."))
     return messages
 
