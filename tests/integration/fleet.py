@@ -95,9 +95,12 @@ class Fleet(object):
         return os.path.join(self.path, node, "root")
 
     def playbook(self, playbook, *extra, **kw):
+        """``kw``: ``timeout``; ``env``: variables added to the environment of ansible-playbook."""
         cmd = [os.path.join(BIN, "ansible-playbook"), "-i", self.inventory, os.path.join(REPO, "playbooks", playbook)]
         cmd += list(extra)
-        p = subprocess.run(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        e = env()
+        e.update(kw.get("env", {}))
+        p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            universal_newlines=True, timeout=kw.get("timeout", 900), check=False)
         return p.returncode, p.stdout
 

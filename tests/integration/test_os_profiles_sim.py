@@ -2,9 +2,10 @@
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ubuntu 24.04 and Rocky 9 simulated nodes over SSH: provision (the second run changed=0), drift.yml with injected
-drift, the kernel hold against a simulated unattended upgrade, and kernel_upgrade.yml with the fixture vendor client
-packaged as .ko.zst (Ubuntu) and .ko.xz (EL), the hold moving to the target; on EL the entry of a kernel installed
-later carries the collection's arguments (kernel-install reads /etc/kernel/cmdline, kept in step).
+drift, the kernel hold against a simulated unattended upgrade, and kernel_upgrade.yml (Kubernetes off, kubernetes.core
+not installed) with the fixture vendor client packaged as .ko.zst (Ubuntu) and .ko.xz (EL), the hold moving to the
+target; on EL the entry of a kernel installed later carries the collection's arguments (kernel-install reads
+/etc/kernel/cmdline, kept in step).
 
 The node's package managers are the simulator's (tests/lab/gpufabric_sim/emulators/pkg.py); the playbook's own
 kernel package step is off here (ansible.builtin.apt/dnf need the real package libraries), so the test installs the
@@ -205,7 +206,9 @@ def test_kernel_upgrade_with_fixture_client(fleet, n, tmp_path):
     evf = str(tmp_path / "ev.json")
     with open(evf, "w") as f:
         json.dump(ev, f)
-    rc, out = fleet.playbook("kernel_upgrade.yml", "-e", "@" + evf)
+    # Kubernetes off: the playbook runs without kubernetes.core (the collections of the `ansible` package in
+    # site-packages hidden, .build holds this collection alone)
+    rc, out = fleet.playbook("kernel_upgrade.yml", "-e", "@" + evf, env={"ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "false"})
     assert rc == 0, out[-8000:]
     root = fleet.root(n)
     mods = os.listdir(os.path.join(root, "lib/modules", target, "updates/bundle"))

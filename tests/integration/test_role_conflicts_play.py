@@ -2,7 +2,11 @@
 """playbooks/tasks/concerns.yml's contradiction check, run for real by ansible-playbook: the role variables are
 handed over by name (the concern_vars lookup) and judged in Python (role_conflicts), with the roles' defaults
 and an inventory's overrides as the play sees them. Local connection; no role runs (gpufabric_fix_roles: []), and
-discovery reads a simulated node's tree (GPUFABRIC_SYSROOT), never this host."""
+discovery reads a simulated node's tree (GPUFABRIC_SYSROOT), never this host.
+
+A role run with a variable the role does not know (the unknown_role_vars lookup, the first task of every role):
+roce_qos on two local hosts with an empty tree, so the role stops at its rail check after the warning, or at the
+check itself with gpufabric_strict_vars."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -10,6 +14,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -77,3 +82,43 @@ def test_the_dscp_map_the_roles_derive_follows_the_dscp(play):
     moving the DSCP alone contradicts the ToS, and moving both agrees."""
     assert play("-e", "roce_qos_dscp=24")["conflicts"]
     assert play("-e", '{"roce_qos_dscp": 24, "roce_qos_tos": 98, "nccl_ib_tc": 98}')["conflicts"] == []
+
+
+ROLE_PLAY = """
+- name: A role run with a variable the role does not know
+  hosts: all
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: The role
+      ansible.builtin.include_role:
+        name: gpufabric.node.roce_qos
+"""
+WARNING = ("[WARNING]: roce_qos_pfc_priority is not a variable of the role gpufabric.node.roce_qos (not an option in "
+           "its meta/argument_specs.yml); did you mean roce_qos_pfc_priorities?")
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_misspelled_role_variable_warns_once_or_fails_in_strict_mode(tmp_path, strict):
+    root = tmp_path / "node"
+    root.mkdir()
+    path = tmp_path / "play.yml"
+    path.write_text(ROLE_PLAY)
+    e = fleet.env()
+    e["GPUFABRIC_SYSROOT"] = str(root)
+    extra = {"roce_qos_pfc_priority": [4], "gpufabric_strict_vars": strict}
+    p = subprocess.run([os.path.join(fleet.BIN, "ansible-playbook"), "-i", "node1,node2", str(path),
+                        "-e", "ansible_python_interpreter=" + sys.executable, "-e", json.dumps(extra)],
+                       env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                       timeout=600, check=False)
+    out = " ".join(p.stdout.split())
+    assert p.returncode == 2, p.stdout[-3000:]
+    if strict:
+        # the role stops at its first task, naming the variable and the option meant, before it reads the node
+        assert "Unknown role variables (gpufabric_strict_vars is true): roce_qos_pfc_priority is not" in out
+        assert "[WARNING]" not in out and "Discover the rails" not in out, p.stdout[-3000:]
+    else:
+        # one warning for the run (both hosts), then the role goes on without the variable: no rails in the tree
+        assert out.count(WARNING) == 1, p.stdout[-3000:]
+        assert "No rails: no RDMA NIC is paired" in out and "Unknown role variables" not in out
+        assert re.findall(r"(node[12]) : ok=3 changed=0 unreachable=0 failed=1", out) == ["node1", "node2"], out
