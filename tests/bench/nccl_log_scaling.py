@@ -16,7 +16,7 @@ __metaclass__ = type
 import json
 import time
 
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gpudirect_rdma import nccl_log
+from ansible_collections.gpufabric.node.plugins.module_utils.validate import nccl_log
 
 MIB = 1024 * 1024
 CHANNEL = "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA"

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gpudirect_rdma import nccl_log
+from ansible_collections.gpufabric.node.plugins.module_utils.validate import nccl_log
 
 P = "h1:101:202 [0] NCCL INFO "
 

@@ -7,6 +7,8 @@ From the bottom:
   argspec, OS profiles, the node payload list); they import nothing of the collection but each other;
 - host: access to the node (``host/``: sysroot, bounded reads, the node lock);
 - discovery: what the node is (``discovery/``: PCI, rails, pairing, link and GPUDirect facts);
+- validate: what the data-moving tools measured (``validate/``: their output parsers, the per-path verdicts, the
+  baselines per hardware profile);
 - vendor_nfs: the vendor NFS client pipeline (``vendor_nfs/``, its stages named in pipeline order);
 - concerns: one package per concern (``concerns/<name>/``);
 - check: the one-call check and the facts module's body (``check/``);
@@ -26,9 +28,9 @@ import os
 
 import import_graph
 
-LAYERS = ("base", "host", "discovery", "vendor_nfs", "concerns", "check", "report", "boot")
-PACKAGES = {"host": "host", "discovery": "discovery", "vendor_nfs": "vendor_nfs", "concerns": "concerns",
-            "check": "check", "report": "report", "upgrade": "report", "boot": "boot"}
+LAYERS = ("base", "host", "discovery", "validate", "vendor_nfs", "concerns", "check", "report", "boot")
+PACKAGES = {"host": "host", "discovery": "discovery", "validate": "validate", "vendor_nfs": "vendor_nfs",
+            "concerns": "concerns", "check": "check", "report": "report", "upgrade": "report", "boot": "boot"}
 
 # imports from a higher layer that are known and not yet removed: (importer, imported) -> why
 UPWARD = {}

@@ -20,7 +20,7 @@ __metaclass__ = type
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gpudirect_rdma import check as gdr_check
 from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as C
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pcie_link, topology
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gpudirect_rdma import nccl_log
+from ansible_collections.gpufabric.node.plugins.module_utils.validate import nccl_log
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 # what the checks read from the facts (topology.discover of these subsets gives them)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gpudirect_rdma import nccl_log
+from ansible_collections.gpufabric.node.plugins.module_utils.validate import nccl_log
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "nccl")
 
