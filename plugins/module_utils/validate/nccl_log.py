@@ -16,8 +16,15 @@ the prefix ``<host>:<pid>:<tid> [<cudaDev>] NCCL INFO `` (``NCCL_DEBUG_FILE`` wr
   the GPU's data is staged through it;
 * peer to peer (p2p.cc): ``via P2P/CUMEM/read``, ``via P2P/IPC``, ``via P2P/direct pointer``, ``via P2P/MNNVL``;
   shared memory (shm.cc): ``via SHM/direct/direct``, ``via SHM/CE/direct``;
+* the network devices (net_ib/init.cc): ``NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB ...``;
+  what the environment forced: ``NCCL_NET_GDR_LEVEL set by environment to LOC``, ``NCCL_IB_DISABLE set by
+  environment to 1.`` (paths.cc, param.cc); ``Connected all rings, use ring PXN 0 GDR 1`` (generic.cc, 2.19+);
+  NVLS: ``NVLS multicast support is not available on dev 0``, ``... 0 nvls channels, ...`` (nvls.cc, init.cc;
+  read in NCCL 2.30.7);
 * the NIC's GDR decision: ``NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)``,
-  ``GPU Direct RDMA Enabled for GPU 0 / HCA 0 (distance 4 <= 4), read 1 mode Default`` (graph/paths.cc);
+  ``GPU Direct RDMA Enabled for GPU 0 / HCA 0 (distance 4 <= 4), read 1 mode Default`` (graph/paths.cc; a TRACE
+  line since 2.2x, so only trace builds print it: the per-channel ``/GDRDMA`` is the signal that stays);
+  ``NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'`` (graph/topo.cc, INFO: the NIC cannot do GDR at all);
   ``DMA-BUF is available on GPU device 0`` (init.cc).
 
 Public API: ``parse(text) -> dict`` (see ``parse``) and ``verdict(parsed) -> {gpudirect_rdma, summary}``.
@@ -62,6 +69,21 @@ _NRANKS = re.compile(r"ncclCommInitRank\w* comm \S+ rank \d+ nranks (?P<nranks>\
 # net.cc / net_ib.cc: "NET/IB : No device found." and init.cc "Failed to initialize NET plugin IB"
 _NO_DEVICE = re.compile(r"NET/(?P<net>[^ ]+) : No device found\.")
 _PLUGIN_FAILED = re.compile(r"Failed to initialize NET plugin (?P<net>\S+)")
+# net_ib/init.cc: "NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>" (one entry per
+# device: "[<d>]<name>:<port>[:<rail>][:<plane>]/<IB|RoCE>"; plugins add "/SHARP"; a merged device prints
+# "[0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE}"); net_socket.cc: "NET/Socket : Using [0]eth0:10.0.0.1<0>"
+_NET_USING = re.compile(r"NET/(?P<net>IB|Socket) : Using (?P<rest>.*)")
+_IB_DEV = re.compile(r"\[(?P<idx>\d+)\] ?(?P<name>[A-Za-z0-9_.-]+):(?P<port>\d+)(?::[:0-9]*)?/(?P<link>IB|RoCE)")
+# param.cc: "NCCL_IB_DISABLE set by environment to 1." and graph/paths.cc: "NCCL_NET_GDR_LEVEL set by environment
+# to LOC": what the user forced, so a forced fallback is told apart from a silent one
+_ENV = re.compile(r"(?P<name>NCCL_[A-Z0-9_]+) set by environment to (?P<value>\S+)")
+# transport/generic.cc (2.19+): "Connected all rings, use ring PXN 0 GDR 1": whether the communicator uses GDR
+_RING_GDR = re.compile(r"Connected all rings, use ring PXN (?P<pxn>\d) GDR (?P<gdr>\d)")
+# transport/nvls.cc: "NVLS multicast support is not available on dev 0"; init.cc: "4 coll channels, 4 collnet
+# channels, 0 nvls channels, 4 p2p channels, 2 p2p channels per peer"
+_NVLS_SUPPORT = re.compile(r"NVLS multicast support is (?P<not>not )?available on dev (?P<dev>\d+)")
+_NVLS_CHANNELS = re.compile(r"(?P<coll>\d+) coll channels, (?P<collnet>\d+) collnet channels, "
+                            r"(?P<nvls>\d+) nvls channels")
 
 SOCKET = "Socket"
 
@@ -144,8 +166,13 @@ def _messages(text, out):
 def parse(text, truncated=False):
     """The facts of one log: ``{nccl_version, network, nranks, nnodes, net_plugin_notes, info_lines, long_lines,
     truncated, channels: [{channel, conn, rank, peer, direction, via, transport, kind, net, net_dev, proxy, gdr}],
-    kinds: {kind: count}, gdr_hcas: [{hca, name, gpu, enabled, note}], dmabuf_gpus: [int], verdict: {gpudirect_rdma,
-    summary}}``.
+    kinds: {kind: count}, gdr_hcas: [{hca, name, gpu, enabled, note}], dmabuf_gpus: [int], net_devices: [{net, index,
+    name, port, link}], env: {NCCL_*: value}, ring_gdr: bool|None, nvls: {supported, channels}, verdict:
+    {gpudirect_rdma, summary}}``.
+
+    ``env`` holds what NCCL says the environment set (``NCCL_NET_GDR_LEVEL``, ``NCCL_IB_DISABLE``, ...): a forced
+    fallback names its cause. ``ring_gdr`` is the communicator's ``GDR`` flag (2.19+), false when any communicator
+    of the log said 0.
 
     ``kind`` is ``net_gdrdma`` (a network channel with GPUDirect RDMA), ``net_no_gdr`` (a network channel staged
     through host memory), ``net_socket`` (NCCL's socket transport), ``p2p``, ``shm`` or ``other``. At most MAX_LOG
@@ -158,7 +185,8 @@ def parse(text, truncated=False):
         text, truncated = text[:MAX_LOG], True
     out = {"nccl_version": None, "network": None, "nranks": None, "nnodes": None, "net_plugin_notes": [],
            "info_lines": 0, "long_lines": 0, "truncated": bool(truncated), "channels": [], "kinds": {},
-           "gdr_hcas": [], "dmabuf_gpus": []}
+           "gdr_hcas": [], "dmabuf_gpus": [], "net_devices": [], "env": {}, "ring_gdr": None,
+           "nvls": {"supported": None, "channels": None}}
     for msg in _messages(text, out):
         out["info_lines"] += 1
         _message(msg, out)
@@ -204,9 +232,42 @@ def _message(msg, out):
         if out["nranks"] is None:
             out["nranks"] = int(r.group("nranks"))
         return
+    if _more(msg, out):
+        return
     p = _NO_DEVICE.fullmatch(msg) or _PLUGIN_FAILED.fullmatch(msg)
     if p and msg not in out["net_plugin_notes"]:
         out["net_plugin_notes"].append(msg)
+
+
+def _more(msg, out):
+    """The lines the validation reads besides the channels: the network devices, the environment NCCL was given,
+    the communicator's GDR flag and NVLS. True when ``msg`` was one of them."""
+    u = _NET_USING.fullmatch(msg)
+    if u:
+        for d in _IB_DEV.finditer(u.group("rest")) if u.group("net") == "IB" else ():
+            dev = {"net": "IB", "index": int(d.group("idx")), "name": d.group("name"), "port": int(d.group("port")),
+                   "link": d.group("link")}
+            if dev not in out["net_devices"]:
+                out["net_devices"].append(dev)
+        return True
+    e = _ENV.fullmatch(msg)
+    if e:
+        out["env"][e.group("name")] = e.group("value").rstrip(".")
+        return True
+    r = _RING_GDR.fullmatch(msg)
+    if r:
+        gdr = r.group("gdr") == "1"
+        out["ring_gdr"] = gdr if out["ring_gdr"] is None else out["ring_gdr"] and gdr
+        return True
+    n = _NVLS_SUPPORT.fullmatch(msg)
+    if n:
+        out["nvls"]["supported"] = not n.group("not")
+        return True
+    n = _NVLS_CHANNELS.match(msg)
+    if n:
+        out["nvls"]["channels"] = max(out["nvls"]["channels"] or 0, int(n.group("nvls")))
+        return True
+    return False
 
 
 def verdict(parsed):
