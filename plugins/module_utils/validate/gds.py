@@ -39,11 +39,12 @@ GIB = 1 << 30
 KIB = 1 << 10
 BINARY = {"B": 1, "kiB": 1 << 10, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50}
 
+# the whole summary line; what follows DataSetSize is optional, so a line cut there still gives type and amount
 _GDSIO = re.compile(
-    r"IoType: (?P<io>[A-Z_]+) XferType: (?P<xfer>[A-Z_]+) Threads: (?P<threads>\d+) "
-    r"DataSetSize: (?P<done>\d+)/(?P<total>\d+)\(KiB\) IOSize: (?P<iosize>\d+)\(KiB\) "
-    r"Throughput: (?P<tp>\d+(?:\.\d+)?) GiB/sec, Avg_Latency: (?P<lat>\d+(?:\.\d+)?) usecs "
-    r"ops: (?P<ops>\d+) total_time (?P<time>\d+(?:\.\d+)?) secs")
+    r"IoType:\s*(?P<io>[A-Z_]+)\s+XferType:\s*(?P<xfer>[A-Z_]+)\s+Threads:\s*(?P<threads>\d+)\s+"
+    r"DataSetSize:\s*(?P<done>\d+)/(?P<total>\d+)\(KiB\)(?:\s+IOSize:\s*(?P<iosize>\d+)\(KiB\))?"
+    r"(?:\s+Throughput:\s*(?P<tp>\d+(?:\.\d+)?) GiB/sec,\s*Avg_Latency:\s*(?P<lat>\d+(?:\.\d+)?) usecs"
+    r"(?:\s+ops:\s*(?P<ops>\d+)\s+total_time\s+(?P<time>\d+(?:\.\d+)?) secs)?)?")
 _VERIFY_FAILED = re.compile(r"(?i)verif\w*\s+(?:failed|error|mismatch)|data mismatch")
 _KV_ROW = re.compile(r"(?P<api>[a-z_]+) (?P<dir>read|write)\s*\| +(?P<v>\d+(?:\.\d+)?) (?P<unit>[kKMGTP]?i?B)/s"
                      r"(?: ± +(?P<sd>\d+(?:\.\d+)?) %.*)?")
@@ -52,7 +53,8 @@ _KV_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9 .\-]*")
 
 def parse_gdsio(text):
     """``{runs: [{io_type, xfer_type, xfer_class, threads, done_bytes, requested_bytes, io_size, throughput,
-    avg_latency_us, ops, total_time_s, verified}], verify_failed}``; ``throughput`` in bytes per second.
+    avg_latency_us, ops, total_time_s, verified}], verify_failed}``; ``throughput`` in bytes per second (None,
+    like the other values after ``DataSetSize``, when the line stops before it).
 
     ``verified`` is true for a run printed after ``Verifying data`` (gdsio ``-V`` reads back what it wrote);
     ``verify_failed`` is true when a line after it reports a failed verification or a mismatch."""
@@ -77,11 +79,14 @@ def parse_gdsio(text):
 
 def _gdsio_run(m, verified):
     xfer = m.group("xfer")
+
+    def num(name, kind, factor=1):
+        return kind(m.group(name)) * factor if m.group(name) is not None else None
     return {"io_type": m.group("io"), "xfer_type": xfer, "xfer_class": xfer_class(xfer),
             "threads": int(m.group("threads")), "done_bytes": int(m.group("done")) * KIB,
-            "requested_bytes": int(m.group("total")) * KIB, "io_size": int(m.group("iosize")) * KIB,
-            "throughput": float(m.group("tp")) * GIB, "avg_latency_us": float(m.group("lat")),
-            "ops": int(m.group("ops")), "total_time_s": float(m.group("time")), "verified": verified}
+            "requested_bytes": int(m.group("total")) * KIB, "io_size": num("iosize", int, KIB),
+            "throughput": num("tp", float, GIB), "avg_latency_us": num("lat", float), "ops": num("ops", int),
+            "total_time_s": num("time", float), "verified": verified}
 
 
 def xfer_class(xfer):
@@ -113,6 +118,8 @@ def gdsio_verdict(run, nvfs_delta=None, nvfs_loaded=None, compat_mode=None):
              run["requested_bytes"])]
     bw = run["throughput"]
     cls = run["xfer_class"]
+    if not run["done_bytes"]:
+        return paths.verdict("gdsio", paths.NOT_EXERCISED, "gdsio moved no data", evidence=ev)
     if cls == "host_only":
         return paths.verdict("gdsio", paths.FALLBACK, "CPUONLY (-x 1): storage to host memory, no GPU buffer",
                              fallback=paths.HOST_MEMORY, evidence=ev, bandwidth=bw)

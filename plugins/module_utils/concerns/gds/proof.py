@@ -38,6 +38,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds.parse 
     counter_delta, counters, cufile_config, load_cufile_json, mount_for, mount_proto, parse_mountinfo,
     parse_proc_mounts, parse_stats, parse_version, render_cufile_json, strip_json_comments)
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.validate import gds as gds_out
 
 MAX_SIZE_MIB = 4096
 PROBE_FILE = "cufile_probe.py"
@@ -254,17 +255,15 @@ def parse_probe_output(rc, out, err):
     return doc
 
 
-_GDSIO_LINE = re.compile(r"IoType:\s*(\S+)\s+XferType:\s*(\S+).*?DataSetSize:\s*(\d+)/(\d+)\(KiB\)")
-
-
 def parse_gdsio(rc, out, err, size):
-    """One gdsio run -> {requested, done, xfer_type, error}."""
-    m = _GDSIO_LINE.search(out or "")
+    """One gdsio run -> {requested, done, xfer_type, error}; the summary line is read by ``validate.gds``."""
+    runs = gds_out.parse_gdsio(out or "")["runs"]
+    m = runs[0] if runs else None
     res = {"requested": size, "done": 0, "calls": [], "short": False, "xfer_type": None, "error": None}
     if m:
-        res["xfer_type"] = m.group(2)
-        res["done"] = min(int(m.group(3)) * 1024, size)
-        res["short"] = int(m.group(3)) < int(m.group(4))
+        res["xfer_type"] = m["xfer_type"]
+        res["done"] = min(m["done_bytes"], size)
+        res["short"] = m["done_bytes"] < m["requested_bytes"]
     text = (out or "") + (err or "")
     if rc != 0 or not m or re.search(r"(?i)verif\w*\s+(failed|error|mismatch)|data mismatch", text):
         res["error"] = {"name": "GDSIO", "message": (text.strip().splitlines() or ["rc=%d" % rc])[-1], "rc": rc}
