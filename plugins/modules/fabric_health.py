@@ -103,6 +103,7 @@ gpudirect:
   type: dict
 nccl:
   description: The parsed NCCL log - C(network), C(nranks), C(nnodes), C(net_plugin_notes), C(channels), C(kinds),
+    C(net_devices), C(env) (the C(NCCL_*) settings NCCL says the environment gave it), C(ring_gdr), C(nvls),
     C(long_lines), C(truncated), C(verdict) (C(gpudirect_rdma) yes, partial, no, not_exercised or unknown, C(summary)).
     The log is read without following a symlink, regular files only, at most 16 MiB.
   returned: when O(nccl_log) is given

@@ -233,8 +233,8 @@ def judge(doc, node, metric, value, tolerance=DEFAULT_TOLERANCE, unit="B/s"):
         parts = ["%.0f %% below %s %s%s" % (100.0 * (1 - value / r), n, _fmt(r, unit), e) for n, r, e in low]
         item = {"concern": CONCERN, "object": node, "key": metric, "current": value,
                 "desired": ">= %s" % _fmt(max(r for _n, r, _e in low) * floor, unit)}
-        return C.status(C.DRIFT, "%s %s is %s (tolerance %.0f %%)" % (metric, shown, " and ".join(parts),
-                                                                    100 * tolerance), [item], baseline=base)
+        reason = "%s %s is %s (tolerance %.0f %%)" % (metric, shown, " and ".join(parts), 100 * tolerance)
+        return C.status(C.DRIFT, reason, [item], baseline=base)
     return C.status(C.OK, "%s %s is within %.0f %% of %s" % (metric, shown, 100 * tolerance, compared), baseline=base)
 
 

@@ -47,7 +47,7 @@ _GDSIO = re.compile(
     r"(?:\s+ops:\s*(?P<ops>\d+)\s+total_time\s+(?P<time>\d+(?:\.\d+)?) secs)?)?")
 _VERIFY_FAILED = re.compile(r"(?i)verif\w*\s+(?:failed|error|mismatch)|data mismatch")
 _KV_ROW = re.compile(r"(?P<api>[a-z_]+) (?P<dir>read|write)\s*\| +(?P<v>\d+(?:\.\d+)?) (?P<unit>[kKMGTP]?i?B)/s"
-                     r"(?: ± +(?P<sd>\d+(?:\.\d+)?) %.*)?")
+                     r"(?: \u00b1 +(?P<sd>\d+(?:\.\d+)?) %.*)?")
 _KV_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9 .\-]*")
 
 

@@ -32,8 +32,8 @@ FORCING = ("NCCL_NET_GDR_LEVEL", "NCCL_IB_DISABLE", "NCCL_NET_GDR_READ", "NCCL_N
 
 def channel_line(c):
     """A channel in NCCL's INFO form."""
-    return "Channel %02d/%d : %d -> %d%s via %s" % (c["channel"], c["conn"], c["rank"], c["peer"],
-                                                   " [%s]" % c["direction"] if c.get("direction") else "", c["via"])
+    direction = " [%s]" % c["direction"] if c.get("direction") else ""
+    return "Channel %02d/%d : %d -> %d%s via %s" % (c["channel"], c["conn"], c["rank"], c["peer"], direction, c["via"])
 
 
 def _common_evidence(parsed):

@@ -58,8 +58,8 @@ def parse(text):
         text = text.decode("utf-8", "replace")
     text = (text or "")[:MAX_TEXT]
     out = {"test": None, "device": None, "link_type": None, "transport": None, "gid_index": None, "mtu": None,
-           "gids": {"local": None, "remote": None}, "cuda": {"used": False, "device": None, "name": None,
-                                                            "dmabuf": False},
+           "gids": {"local": None, "remote": None},
+           "cuda": {"used": False, "device": None, "name": None, "dmabuf": False},
            "unit": None, "rows": [], "bw_average": None, "bw_peak": None, "size": None}
     side = None
     for line in text.splitlines():

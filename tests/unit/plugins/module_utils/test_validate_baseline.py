@@ -34,8 +34,8 @@ METRIC = "nccl.all_reduce.busbw"
 GB = 1e9
 
 
-def _prof(facts=FACTS, versions=VERSIONS):
-    return B.profile(facts, versions=versions)
+def _prof(facts=None, versions=None):
+    return B.profile(facts if facts is not None else FACTS, versions=versions if versions is not None else VERSIONS)
 
 
 def test_profile_fields():
@@ -91,7 +91,7 @@ def test_store_round_trip(tmp_path):
     assert store.load(p["key"]) == doc
     text = (tmp_path / "baselines" / (p["key"] + ".json")).read_text()
     assert text.endswith("}\n") and json.loads(text)["schema"] == B.SCHEMA
-    assert [n for n in os.listdir(str(tmp_path / "baselines"))] == [p["key"] + ".json"]   # no temp file left
+    assert os.listdir(str(tmp_path / "baselines")) == [p["key"] + ".json"]   # no temp file left
 
 
 @pytest.mark.parametrize("edit,error", [
@@ -174,8 +174,8 @@ def test_evaluate_round_trips_through_the_store(tmp_path):
         st = B.evaluate(store, p, "gpu-a01", METRIC, v * GB, 0.1, at="2026-12-0%dT00:00:00Z" % (i + 1))
         assert st["status"] == want, st["reason"]
     doc = store.load(p["key"])
-    assert [(r["value"] / GB, r["good"]) for r in doc["runs"]] == [(38.4, True), (38.0, True), (26.88, False),
-                                                                    (38.1, True)]
+    runs = [(r["value"] / GB, r["good"]) for r in doc["runs"]]
+    assert runs == [(38.4, True), (38.0, True), (26.88, False), (38.1, True)]
     new = _prof(_changed(("gpu_driver", "version"), "575.51.03"))
     st = B.evaluate(store, new, "gpu-a01", METRIC, 20 * GB, 0.1)
     assert st["status"] == "not_checked" and "new profile %s" % new["key"] in st["reason"]

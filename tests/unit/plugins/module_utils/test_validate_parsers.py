@@ -248,19 +248,11 @@ def test_gdsio_without_a_summary():
     assert gds.parse_gdsio("Verifying data\nData Verification Failed\n")["verify_failed"] is True
 
 
-KVIKIO_COMPAT = """Roundtrip benchmark
-----------------------------------
-!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!
-   WARNING - KvikIO compat mode   
-      libcufile.so not used       
-!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!
-GPU               | NVIDIA H200 (dev #0)
-libcufile version | 1.15
-GDS driver        | N/A (Compatibility Mode)
-==================================
-cufile read       |   1.53 GiB/s ± 2.31 % (1.50 GiB/s, 1.57 GiB/s)
-cufile write      | 900.12 MiB/s
-"""
+KVIKIO_COMPAT = "\n".join([
+    "Roundtrip benchmark", "-" * 34, "!" * 34, "   WARNING - KvikIO compat mode   ", "      libcufile.so not used       ",
+    "!" * 34, "GPU               | NVIDIA H200 (dev #0)", "libcufile version | 1.15",
+    "GDS driver        | N/A (Compatibility Mode)", "=" * 34,
+    u"cufile read       |   1.53 GiB/s \u00b1 2.31 % (1.50 GiB/s, 1.57 GiB/s)", "cufile write      | 900.12 MiB/s", ""])
 
 
 @pytest.mark.parametrize("text,api,direction,delta,state,fallback,bw", [
