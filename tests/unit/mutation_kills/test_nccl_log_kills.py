@@ -68,6 +68,8 @@ def test_whole_parse_of_a_log_with_a_banner_first():
         # what the parser reads since issue 21's items 10 and 16: ranks and nodes (none in this log), the IB
         # plugin's notes, and the bounds it keeps
         "nranks": None, "nnodes": None, "net_plugin_notes": [], "long_lines": 0, "truncated": False,
+        # and since issue 24 (validate/): the NET/IB devices, the environment, the rings' GDR flag, NVLS
+        "net_devices": [], "env": {}, "ring_gdr": None, "nvls": {"supported": None, "channels": None},
     }
 
 

@@ -297,3 +297,26 @@ def test_evidence_is_bounded_and_rates_are_decimal():
     v = paths.verdict("x", "direct", "r", evidence=["l%d" % i for i in range(30)])
     assert len(v["evidence"]) == paths.MAX_EVIDENCE and v["evidence"][-1] == "... and 19 more"
     assert [paths.rate(x) for x in (None, 12.5e9, 3e6, 999)] == ["n/a", "12.50 GB/s", "3.00 MB/s", "999 B/s"]
+
+
+@pytest.mark.parametrize("lines,key,expect", [
+    (["Connected all rings, use ring PXN 0 GDR 1", "Connected all rings, use ring PXN 1 GDR 0"], "ring_gdr", False),
+    (["Connected all rings, use ring PXN 0 GDR 0", "Connected all rings, use ring PXN 0 GDR 1"], "ring_gdr", False),
+    (["Connected all rings, use ring PXN 1 GDR 1"], "ring_gdr", True),
+    (["NCCL_IB_DISABLE set by environment to 1.", "NCCL_NET_GDR_LEVEL set by environment to PHB"], "env",
+     {"NCCL_IB_DISABLE": "1", "NCCL_NET_GDR_LEVEL": "PHB"}),
+    (["NET/Socket : Using [0]eth0:10.0.0.1<0>"], "net_devices", []),
+    # a rail and plane suffix (2.2x), a SHARP plugin suffix, and a repeated line counted once
+    (["NET/IB : Using [0]mlx5_0:1:0/RoCE [1]mlx5_1:1::2/IB/SHARP [RO]; OOB eth0:10.0.0.1<0>",
+      "NET/IB : Using [0]mlx5_0:1:0/RoCE; OOB eth0:10.0.0.1<0>"], "net_devices",
+     [{"net": "IB", "index": 0, "name": "mlx5_0", "port": 1, "link": "RoCE"},
+      {"net": "IB", "index": 1, "name": "mlx5_1", "port": 1, "link": "IB"}]),
+    (["4 coll channels, 4 collnet channels, 0 nvls channels, 4 p2p channels, 2 p2p channels per peer",
+      "32 coll channels, 32 collnet channels, 16 nvls channels, 32 p2p channels, 2 p2p channels per peer"], "nvls",
+     {"supported": None, "channels": 16}),
+    (["NVLS multicast support is not available on dev 3"], "nvls", {"supported": False, "channels": None}),
+])
+def test_nccl_log_extension_lines(lines, key, expect):
+    p = nccl_log.parse("".join("h:1:1 [0] NCCL INFO %s\n" % line for line in lines))
+    assert p[key] == expect
+    assert p["info_lines"] == len(lines) and p["channels"] == []
