@@ -30,7 +30,7 @@ import re
 MAX_TEXT = 16 * 1024 * 1024
 GB = 1e9
 
-_NUM = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_NUM = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _AVG = re.compile(r"#\s*Avg bus bandwidth\s*: (?P<bw>\S+)(?:\s+(?P<check>OK|FAILED))?\s*")
 _OOB = re.compile(r"#\s*Out of bounds values\s*: (?P<n>\d+)(?:\s+(?P<check>OK|FAILED))?\s*")

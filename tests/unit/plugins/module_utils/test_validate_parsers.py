@@ -320,3 +320,26 @@ def test_nccl_log_extension_lines(lines, key, expect):
     p = nccl_log.parse("".join("h:1:1 [0] NCCL INFO %s\n" % line for line in lines))
     assert p[key] == expect
     assert p["info_lines"] == len(lines) and p["channels"] == []
+
+
+def test_patterns_are_linear_by_construction():
+    """The validate parsers read output a user's job wrote: no pattern nests a repetition in another or repeats
+    lazily (the structural check of test_nccl_log), so a long line costs time linear in its length."""
+    try:
+        from re import _parser as sre_parse  # Python 3.11+
+    except ImportError:  # pragma: no cover
+        import sre_parse
+    from test_nccl_log import _repeats
+    seen = 0
+    for mod in (perftest, nccl_tests, gds, nccl_log):
+        for name, pat in vars(mod).items():
+            if hasattr(pat, "pattern") and hasattr(pat, "fullmatch"):
+                seen += 1
+                assert _repeats(sre_parse.parse(pat.pattern)) == (False, False), "%s.%s" % (mod.__name__, name)
+    assert seen >= 25
+
+
+@pytest.mark.parametrize("token,ok", [("1" * 5000 + "x", False), ("6.6972", True), ("1.2e+05", True),
+                                      ("-1", True), (".5", True), ("N/A", False), ("1.2.3", False)])
+def test_number_tokens(token, ok):
+    assert nccl_tests._num(token) is ok
