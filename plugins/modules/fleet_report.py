@@ -67,7 +67,9 @@ options:
     choices: [cmdline, acs, dcb, rdma_cm, ecn, sysctl, routing, mtu, nccl, persistence, nfs_mounts, pcie_link,
       gpudirect_rdma, fabric_manager, gds, vendor_client]
   dest:
-    description: Directory of the report files (created when missing).
+    description:
+      - Directory of the report files (created when missing); a relative path is taken from the current directory
+        (for a task delegated to the controller, the one C(ansible-playbook) runs in).
     type: path
     required: true
   basename:
@@ -79,9 +81,28 @@ options:
     type: str
     default: gpufabric fleet report
   generated:
-    description: Time stamp shown in the report (for example C(now(utc=true\))); left out, the report carries none
-      and an unchanged fleet gives unchanged files.
+    description:
+      - When the report was made, ISO 8601 (for example C(now(utc=true\))). Default - the current time, UTC (every
+        report says when it was made).
     type: str
+  scope:
+    description:
+      - What the play targeted, for the report's C(coverage) (hosts covered out of the inventory hosts of the
+        pattern, whether a C(--limit) applied, the hosts left out). Left out, the coverage names only the hosts in
+        the report.
+    type: dict
+    version_added: 0.2.0
+    suboptions:
+      pattern:
+        description: The play's host pattern (for example C(all)).
+        type: str
+      inventory_hosts:
+        description: The inventory hosts the pattern names without C(--limit).
+        type: list
+        elements: str
+      limit:
+        description: The C(--limit) of the run (C(ansible_limit)), if any.
+        type: str
   formats:
     description: Which files to write.
     type: list
@@ -108,8 +129,8 @@ EXAMPLES = r"""
       {{ dict(groups['all'] | zip(groups['all'] | map('extract', hostvars)
          | map(attribute='__report_node', default={'unreachable': true}))) }}
     managed_concerns: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence, gds]
-    dest: "{{ playbook_dir }}/../reports"
-    generated: "{{ now(utc=true).isoformat() }}"
+    dest: reports
+    generated: "{{ now(utc=true).strftime('%Y-%m-%dT%H:%M:%SZ') }}"
   delegate_to: localhost
   run_once: true
   register: fleet
@@ -136,6 +157,12 @@ changes:
   returned: always
   type: list
   elements: dict
+change_lines:
+  description: The changes as lines of text naming the node and what changed (C(sim1 concern dcb - ok -> drift)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["sim1 concern dcb: ok -> drift", "sim1 status: ok -> attention"]
 files:
   description: Paths of the report files.
   returned: always
@@ -147,7 +174,9 @@ report:
       items[, corrected]}}) for every managed concern), C(verdict) (C({status, reasons}), status C(ok),
       C(attention) or C(unreachable)), C(status) (the verdict's), C(counts), C(drift) and C(by_concern) (the
       deviations, derived from the concerns), C(blocking) (the warnings that keep it from ok) and the facts the page
-      shows."
+      shows. C(generated) says when it was made (UTC ISO 8601), C(coverage) which inventory hosts it covers
+      (C({hosts, inventory_hosts, pattern, limit, limited, left_out, complete}), as M(gpufabric.node.fabric_report)
+      returns it)."
   returned: always
   type: dict
 """
@@ -174,12 +203,19 @@ def main():
             basename=dict(type="str", default="fleet-report"),
             title=dict(type="str", default="gpufabric fleet report"),
             generated=dict(type="str"),
+            scope=dict(type="dict", options=dict(
+                pattern=dict(type="str"),
+                inventory_hosts=dict(type="list", elements="str"),
+                limit=dict(type="str"),
+            )),
             formats=dict(type="list", elements="str", choices=list(EXT), default=list(EXT)),
         ),
         supports_check_mode=True,
     )
     inputs.guard(module, text=("nodes",))
     p = module.params
+    # a relative dest is the directory ansible-playbook runs in (the controller's), never the playbook's
+    p["dest"] = os.path.abspath(p["dest"])
     try:
         inputs.file_name(p["basename"], "basename")
         if p["generated"] is not None:
@@ -200,7 +236,7 @@ def main():
             module.warn("%s is not a %s report; no changes are listed" % (json_path, " or ".join(fr.PREVIOUS_SCHEMAS)))
             previous = None
     try:
-        rep = fr.build(p["nodes"], previous, p["title"], p["generated"], p["managed_concerns"])
+        rep = fr.build(p["nodes"], previous, p["title"], p["generated"], p["managed_concerns"], p["scope"])
     except fr.FleetReportError as e:
         module.fail_json(msg="cannot build the fleet report: %s" % e)
     for host, error in report.unusable_nodes(rep["nodes"]).items():
@@ -211,7 +247,8 @@ def main():
                                             dict((f, contents[f]) for f in p["formats"]), EXT, module.check_mode)
     except (IOError, OSError) as e:
         module.fail_json(msg="cannot write the report files in %s: %s" % (p["dest"], e))
-    module.exit_json(changed=changed, summary=rep["summary"], changes=rep["changes"], files=files, report=rep)
+    module.exit_json(changed=changed, summary=rep["summary"], changes=rep["changes"],
+                     change_lines=[fr.change_text(c) for c in rep["changes"]], files=files, report=rep)
 
 
 if __name__ == "__main__":

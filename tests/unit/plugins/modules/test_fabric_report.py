@@ -25,7 +25,8 @@ def statuses(items=(), check_mode=True):
 
 def test_writes_json_and_markdown_then_unchanged(tmp_path, monkeypatch):
     args = {"nodes": {"n1": {"concerns": statuses(DRIFT)}, "n2": {"concerns": statuses()},
-                      "n3": {"unreachable": True}}, "dest": str(tmp_path / "rep")}
+                      "n3": {"unreachable": True}}, "dest": str(tmp_path / "rep"),
+            "generated": "2026-12-05T10:00:00Z"}
     r = run_module(fabric_report, args, monkeypatch=monkeypatch)
     assert r["changed"] is True and not r.get("failed")
     assert r["summary"]["drifted_nodes"] == ["n1", "n3"]

@@ -28,7 +28,7 @@ def facts(tmp_path_factory):
 
 
 def test_module_writes_three_files_then_diffs(facts, tmp_path, monkeypatch):
-    args = {"nodes": nodes_of(facts), "dest": str(tmp_path / "rep")}
+    args = {"nodes": nodes_of(facts), "dest": str(tmp_path / "rep"), "generated": "2026-12-05T10:00:00Z"}
     r = run_module(fleet_report_module, args, monkeypatch=monkeypatch)
     assert r["changed"] and not r.get("failed") and len(r["files"]) == 3
     assert r["summary"]["ok"] == ["hgx"] and r["summary"]["attention"] == ["pcie"]
