@@ -465,7 +465,7 @@ def _fleet_table(rep, names):
         out.append('<details class="ok-nodes"><summary>%d ok node(s): every concern ok or not applicable</summary>'
                    '<div class="scroll"><table class="fleet oks">%s%s</table></div></details>'
                    % (len(ok), head, _fleet_rows(ok, names)))
-    out.append('<p class="sub">Problem nodes first (unreachable, error, drift, not checked, other attention), then the '
+    out.append('<p class="muted">Problem nodes first (unreachable, error, drift, not checked, other attention), then the '
                'ok nodes, collapsed. n/a: not applicable, n/c: not checked; a cell\'s tooltip gives the reason. The '
                'filter shows the nodes where the chosen concern (any: some concern) has the chosen status.</p>')
     return "".join(out)

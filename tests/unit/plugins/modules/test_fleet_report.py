@@ -41,6 +41,8 @@ def test_module_writes_three_files_then_diffs(facts, tmp_path, monkeypatch):
     r = run_module(fleet_report_module, args, check_mode=True, monkeypatch=monkeypatch)
     # two concerns and two drift items resolved; GDS still fails: the verdict stays
     assert r["changed"] and len(r["changes"]) == 4
+    # each change line names its node and what changed (the concern), as report.yml prints them
+    assert "pcie concern dcb: drift -> ok" in r["change_lines"] and len(r["change_lines"]) == 4
     assert "resolved" not in (tmp_path / "rep" / "fleet-report.md").read_text(), "check mode wrote nothing"
 
 
