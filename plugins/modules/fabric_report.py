@@ -16,7 +16,7 @@ description:
     C(drift), C(error), C(not_checked), C(not_applicable), each with a one-line reason and its items) and writes it
     as JSON (schema C(gpufabric.drift/v2)) and Markdown.
   - Every report says when it was made (O(generated), UTC ISO 8601) and which inventory hosts it covers out of how
-    many (C(coverage), from O(scope)): a report of a C(--limit) run names the hosts it left out.
+    many (C(coverage), from O(scope)); a report of a C(--limit) run names the hosts it left out.
   - Every managed concern a node did not report is C(not_checked); an unreachable node has every concern
     C(not_checked). Only C(ok) reads as "as desired".
   - A node's verdict is C(ok) only when every concern is C(ok) or C(not_applicable), no reboot is pending and no

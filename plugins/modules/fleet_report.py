@@ -23,12 +23,15 @@ description:
     NVSwitches without a running Fabric Manager); any other node needs attention, with the reasons listed. The
     statuses and the verdict are computed by the code M(gpufabric.node.fabric_report) and
     M(gpufabric.node.fabric_metrics) use.
-  - The HTML page is self-contained (inline CSS and SVG, no script, no external assets). At the top it has one row per
-    node with its verdict and a badge per concern. Per node it lists the verdict's reasons, the status of every
-    concern, the deviations, the GDS verdict with its reasons, the GPU kernel module flavour and the Fabric Manager
-    state, draws the GPU/NIC/NUMA map (NUMA nodes as boxes, GPUs and RDMA NICs inside, one line per GPU/NIC pair
-    coloured by the PCIe relation PIX/PXB/PHB/NODE/SYS, cross-NUMA pairs dashed) and lists the pairs with the ACS
-    control of the bridges on their path. The layout holds from 1024 px wide up.
+  - The HTML page is self-contained (inline CSS and SVG, no script, no external assets). At the top it says when it
+    was made and which inventory hosts it covers, then one row per node with its verdict and a badge per concern,
+    problem nodes first (unreachable, error, drift, not checked, other attention) and the ok nodes collapsed after
+    them, with a filter by concern and status (radio buttons and CSS; it works in the static file). Per problem
+    node (and per ok node, collapsed, while there are at most 50 of them) it lists the verdict's reasons, the status
+    of every concern, the deviations, the GDS verdict with its reasons, the GPU kernel module flavour and the
+    Fabric Manager state, draws the GPU/NIC/NUMA map (NUMA nodes as boxes, GPUs and RDMA NICs inside, one line per
+    GPU/NIC pair coloured by the PCIe relation PIX/PXB/PHB/NODE/SYS, cross-NUMA pairs dashed) and lists the pairs
+    with the ACS control of the bridges on their path. The layout holds from 1024 px wide up.
   - What changed since the last report (verdict, concern statuses, pairs, deviations, driver, Fabric Manager, IOMMU,
     GDS) is computed against the previous JSON report of the same name in O(dest); a C(gpufabric.fleet/v1) report
     is read too (it holds no concern statuses, so those are compared from the next report on).

@@ -4,11 +4,14 @@
 """The fleet report at 1,000 and 10,000 nodes (issue 23 item 3): not a test, a measurement.
 
 usage: PYTHONPATH=.build:tests/lab python tests/bench/report_scaling.py [--sizes 1000,10000] [--bad 3] [--reps 3]
+                                                                       [--chromium]
 Every node carries the gpufabric facts discovered from one simulated hgx-h200 tree (8 GPUs, 8 RoCE rails, 16 ACS
 path bridges; IOMMU in pass-through as on a provisioned node) and a status for every core concern; ``--bad`` nodes,
 spread over the fleet, have a concern in drift (one with an error). Prints, per size, the seconds to build the model
 (``fleet.build``), to render the HTML, JSON and Markdown, the sizes of the three files, and where the first problem
-nodes sit in the page (their rows must come first, each with its section). Medians of ``--reps`` runs.
+nodes sit in the page (their rows must come first, each with its section). Medians of ``--reps`` runs. With
+``--chromium``, also the seconds headless Chromium takes to load, lay out and screenshot the page, and the same for
+an empty page (the browser's own start), medians of ``--reps`` runs.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,6 +23,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -66,7 +70,28 @@ def fleet(size, bad, facts):
     return nodes, sorted("gpu-%05d" % i for i in bad_at)
 
 
-def measure(size, bad, reps, facts):
+def chromium_s(html, reps):
+    """Median seconds of headless Chromium loading ``html`` and taking a 1400x1800 screenshot."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    work = tempfile.mkdtemp(prefix="gpufabric-report-bench-")
+    try:
+        page = os.path.join(work, "page.html")
+        with open(page, "w") as f:
+            f.write(html)
+        out = []
+        for i in range(reps):
+            argv = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
+                    "--user-data-dir=%s" % os.path.join(work, "profile%d" % i), "--window-size=1400,1800",
+                    "--screenshot=%s" % os.path.join(work, "shot.png"), "file://" + page]
+            t0 = time.perf_counter()
+            subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300, check=True)
+            out.append(time.perf_counter() - t0)
+        return round(statistics.median(out), 2)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(size, bad, reps, facts, browser=False):
     nodes, bad_hosts = fleet(size, bad, facts)
     scope = {"pattern": "all", "inventory_hosts": sorted(nodes), "limit": None}
     times = {"build_s": [], "html_s": [], "json_s": [], "markdown_s": []}
@@ -95,6 +120,8 @@ def measure(size, bad, reps, facts):
         bad_rows_first=sorted(order)[:bad] == sorted(html.index('href="#node-%s"' % h) for h in bad_hosts),
         bad_sections_shown=all(r >= 0 for r in rows),
     )
+    if browser:
+        out["chromium_s"] = chromium_s(html, reps)
     return out
 
 
@@ -103,10 +130,15 @@ def main(argv=None):
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--bad", type=int, default=3)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--chromium", action="store_true", help="also time headless Chromium on each page")
     args = ap.parse_args(argv)
     facts = node_facts()
-    out = [measure(int(n), args.bad, args.reps, facts) for n in args.sizes.split(",")]
-    print(json.dumps({"loadavg": os.getloadavg(), "results": out}, indent=1, sort_keys=True))
+    out = {"loadavg_start": os.getloadavg()}
+    if args.chromium:
+        out["chromium_empty_page_s"] = chromium_s("<!DOCTYPE html><title>empty</title>", args.reps)
+    out["results"] = [measure(int(n), args.bad, args.reps, facts, args.chromium) for n in args.sizes.split(",")]
+    out["loadavg_end"] = os.getloadavg()
+    print(json.dumps(out, indent=1, sort_keys=True))
 
 
 if __name__ == "__main__":

@@ -420,10 +420,10 @@ def filter_inputs(names):
 
 
 def filter_labels(names):
-    return ('<div class="filters"><b>Concern:</b>%s<br><b>Status:</b>%s</div>'
-            % ("".join('<label for="fc-%s" title="%s">%s</label>'
-                       % (c, esc(cm.TITLES[c]) if c != "any" else "any concern", esc(c)) for c in ("any",) + tuple(names)),
-               "".join('<label for="fs-%s">%s</label>' % (code, esc(label)) for code, label in STATUS_CHOICES)))
+    concerns = "".join('<label for="fc-%s" title="%s">%s</label>' % (c, esc(cm.TITLES[c]), esc(c)) for c in names)
+    statuses = "".join('<label for="fs-%s">%s</label>' % (code, esc(label)) for code, label in STATUS_CHOICES)
+    return ('<div class="filters"><b>Concern:</b><label for="fc-any" title="any concern">any</label>%s<br>'
+            '<b>Status:</b>%s</div>' % (concerns, statuses))
 
 
 def _fleet_rows(rows, names):
@@ -458,15 +458,16 @@ def _fleet_table(rep, names):
     ok = [hn for hn in nodes if hn[1]["status"] == cm.OK]
     out = [filter_labels(names)]
     if bad:
-        out.append('<div class="scroll"><table class="fleet problems">%s%s</table></div>' % (head, _fleet_rows(bad, names)))
+        out.append('<div class="scroll"><table class="fleet problems">%s%s</table></div>'
+                   % (head, _fleet_rows(bad, names)))
     else:
         out.append('<p class="fine">No node needs attention.</p>')
     if ok:
         out.append('<details class="ok-nodes"><summary>%d ok node(s): every concern ok or not applicable</summary>'
                    '<div class="scroll"><table class="fleet oks">%s%s</table></div></details>'
                    % (len(ok), head, _fleet_rows(ok, names)))
-    out.append('<p class="muted">Problem nodes first (unreachable, error, drift, not checked, other attention), then the '
-               'ok nodes, collapsed. n/a: not applicable, n/c: not checked; a cell\'s tooltip gives the reason. The '
+    out.append('<p class="muted">Problem nodes first (unreachable, error, drift, not checked, other attention), then '
+               'the ok nodes, collapsed. n/a: not applicable, n/c: not checked; a cell\'s tooltip gives the reason. The '
                'filter shows the nodes where the chosen concern (any: some concern) has the chosen status.</p>')
     return "".join(out)
 
@@ -522,6 +523,8 @@ def to_html(rep):
                             % (len(rep["changes"]) - CHANGES_SHOWN))
     body.append("</section>")
     nodes = ordered(rep)
+    # the sections in one block after the filter's inputs: its rules reach what lies inside the inputs' later siblings
+    body.append('<div class="nodes">')
     body.extend(_node_html(h, n) for h, n in nodes if n["status"] != cm.OK)
     ok = [(h, n) for h, n in nodes if n["status"] == cm.OK]
     if ok and len(ok) <= OK_SECTIONS_MAX:
@@ -530,5 +533,5 @@ def to_html(rep):
     elif ok:
         body.append('<p class="muted">The maps and pairs of the %d ok nodes are left out of this page (it shows them '
                     'for up to %d ok nodes); the JSON report has every node\'s facts.</p>' % (len(ok), OK_SECTIONS_MAX))
-    body.append("</main></body></html>\n")
+    body.append("</div></main></body></html>\n")
     return head + "".join(body)
