@@ -95,7 +95,7 @@ def measure(size, bad, reps, facts, browser=False):
     nodes, bad_hosts = fleet(size, bad, facts)
     scope = {"pattern": "all", "inventory_hosts": sorted(nodes), "limit": None}
     times = {"build_s": [], "html_s": [], "json_s": [], "markdown_s": []}
-    for _ in range(reps):
+    for _rep in range(reps):
         t0 = time.perf_counter()
         rep = fr.build(nodes, generated="2026-12-05T00:00:00Z", scope=scope)
         t1 = time.perf_counter()

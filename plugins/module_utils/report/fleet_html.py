@@ -396,8 +396,8 @@ def _hide(concern, code):
     if concern == "any":
         which = {"p": ":not(.p)", "ok": ".p"}.get(code, ":not(.f-any-%s)" % code)
     else:
-        which = {"p": ":not(.f-%s-b)" % concern, "ok": ".f-%s-n" % concern}.get(code, ":not(.f-%s-%s)"
-                                                                                 % (concern, code))
+        which = {"p": ":not(.f-%s-b)" % concern, "ok": ".f-%s-n" % concern}.get(
+            code, ":not(.f-%s-%s)" % (concern, code))
     return "#fc-%s:checked~#fs-%s:checked~* .n%s" % (concern, code, which)
 
 
@@ -488,8 +488,8 @@ def to_html(rep):
     sub = ["generated %s" % esc(rep["generated"])] if rep.get("generated") else []
     if rep.get("coverage"):
         sub.append(esc(coverage_text(dict(rep["coverage"], left_out=None))))
-    body = ['<header><h1>%s</h1><p>%s</p></header><main>%s' % (esc(rep["title"]), " &middot; ".join(sub),
-                                                                 filter_inputs(names))]
+    body = ['<header><h1>%s</h1><p>%s</p></header><main>%s'
+            % (esc(rep["title"]), " &middot; ".join(sub), filter_inputs(names))]
     body.append(_coverage_html(rep))
     body.append('<div class="cards">'
                 '<div class="card"><b>%d</b><span>nodes</span></div>'
