@@ -171,8 +171,8 @@ def alerts_of(text, instance):
         want["GpufabricRebootPending"].append(promrules.expected_alert("GpufabricRebootPending", labels))
     if not got["gpufabric_evidence_desired_state"][1]:
         want["GpufabricNoDesiredState"].append(promrules.expected_alert("GpufabricNoDesiredState", labels))
-    if got.get("gpufabric_gds_compat_fallback_detected", ({}, 0))[1] or not got.get("gpufabric_gds_active",
-                                                                                   ({}, 1))[1]:
+    fallback = got.get("gpufabric_gds_compat_fallback_detected", ({}, 0))[1]
+    if fallback or not got.get("gpufabric_gds_active", ({}, 1))[1]:
         want["GpufabricGdsFallback"].append(promrules.expected_alert("GpufabricGdsFallback", labels))
     return want
 

@@ -11,6 +11,7 @@ Shared by the unit and the integration tier."""
 from __future__ import absolute_import, division, print_function
 
 import json
+import math
 import os
 import re
 import shutil
@@ -53,7 +54,7 @@ def _selector(name, labels):
 
 
 def _number(value):
-    return repr(float(value)) if value == value and value not in (float("inf"), float("-inf")) else str(value)
+    return repr(float(value)) if math.isfinite(value) else str(value)
 
 
 def input_series(text, instance, now, checks="advance", interval=STEP, steps=STEPS):

@@ -138,8 +138,8 @@ def test_alerts_fire_from_the_timer_textfile(node, tmp_path):
     bad = [lab for lab, v in current(text, "gpufabric_concern_status") if v and lab["status"] in ("drift", "error")]
     assert {"dcb", "acs"} <= set(lab["concern"] for lab in bad)
     labels = {"instance": "n1", "job": promrules.JOB, "writer": "evidence_timer"}
-    want = [promrules.expected_alert("GpufabricConcernDrift", dict(labels, concern=lab["concern"],
-                                                                      status=lab["status"])) for lab in bad]
+    want = [promrules.expected_alert("GpufabricConcernDrift",
+                                     dict(labels, concern=lab["concern"], status=lab["status"])) for lab in bad]
     want_gds = [promrules.expected_alert("GpufabricGdsFallback", labels)]
     reboot = current(text, "gpufabric_reboot_required")[0][1]
     series = promrules.input_series(text, "n1", NOW)
@@ -197,8 +197,8 @@ def test_dashboard_fleet_matrix(node, tmp_path):
         node_ok = current(text, "gpufabric_node_ok")[0][1]
         want.append({"labels": '{concern=" worst", instance="%s"}' % inst,
                      "value": max(list(codes.values()) + [3 * (1 - node_ok)])})
-    res = promrules.run_tests(tmp_path, series, promql_tests=[{"expr": matrix[0], "eval_time": "5m",
-                                                                  "exp_samples": want}])
+    query = {"expr": matrix[0], "eval_time": "5m", "exp_samples": want}
+    res = promrules.run_tests(tmp_path, series, promql_tests=[query])
     assert res.returncode == 0, res.stdout
 
 
