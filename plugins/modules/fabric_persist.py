@@ -120,8 +120,8 @@ options:
       - Install the evidence timer as well - the script O(evidence_script), C(gpufabric-evidence.service) and
         C(gpufabric-evidence.timer) (enabled and started) - which refreshes the node_exporter textfile
         O(evidence_textfile_dir)/O(evidence_filename) every O(evidence_interval) seconds with no Ansible run - the
-        facts, every concern's status against O(evidence_desired), PCIe link health, the age of the last GDS proof and
-        the RDMA error, retry and congestion (CNP, ECN) counters (docs/metrics.md). It runs the same copy of the
+        facts, every concern's status against O(evidence_desired), PCIe link health, the time of the last GDS proof
+        and the RDMA error, retry and CNP counters (docs/metrics.md). It runs the same copy of the
         module_utils as the applier, and the same guard (it refuses to run when its code or the desired state could
         be changed by anyone but root).
       - C(false) removes those files and C(/etc/gpufabric/desired.json) where present and stops and disables the
