@@ -21,6 +21,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
+
 __metaclass__ = type
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -49,8 +51,8 @@ def samples(text):
 
 
 def _selector(name, labels):
-    return "%s{%s}" % (name, ",".join('%s="%s"' % (k, v.replace("\\", "\\\\").replace('"', '\\"'))
-                                      for k, v in sorted(labels.items())))
+    """``name{labels}`` as promtool reads a series: the label values escaped as in a PromQL string."""
+    return "%s{%s}" % (name, ",".join('%s="%s"' % (k, prom.escape_label_value(v)) for k, v in sorted(labels.items())))
 
 
 def _number(value):
