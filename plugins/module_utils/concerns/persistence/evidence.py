@@ -23,7 +23,10 @@ What is gathered (``gather``):
   ``RDMA_COUNTERS`` names;
 - the last GDS proof (``GDS_VERDICT_FILE``, written by ``gds_verify``): its verdict and its age.
 
-CLI (the timer's command): ``gpufabric-evidence [--desired FILE] [--textfile-dir DIR] [--filename NAME] [--stdout]``.
+CLI (the timer's command): ``gpufabric-evidence [--desired FILE] [--textfile-dir DIR] [--filename NAME] [--interval S]
+[--stdout]``; the directory defaults to the OS profile's node_exporter textfile directory
+(``os_profiles.textfile_dir``), the one ``fabric_metrics`` writes ``gpufabric.prom`` to; the timer's file is
+``gpufabric-evidence.prom``.
 The file is written atomically (temp file in the same directory, fsync, rename, fsync of the directory), mode 0644,
 owned by root, and only when its content differs. Plain Python: no Ansible imports.
 This file is private to the collection: no stable API is promised.
@@ -48,8 +51,12 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistenc
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import manage as rdma_cm
 
-DEFAULT_TEXTFILE_DIR = "/var/lib/node_exporter/textfile_collector"
-DEFAULT_FILENAME = "gpufabric.prom"
+# node_exporter's textfile directory is the OS profile's (os_profiles.textfile_dir), shared by both writers; each
+# writes its own file, and every series carries the label writer, so the two files never hold the same series
+DEFAULT_FILENAME = "gpufabric-evidence.prom"
+REPORT_FILENAME = "gpufabric.prom"
+WRITER = "evidence_timer"
+REPORT_WRITER = "fabric_metrics"
 FILE_MODE = 0o644
 DESIRED_FILE = state.STATE_DIR + "/desired.json"
 DESIRED_SCHEMA = "gpufabric.desired/v1"

@@ -78,6 +78,7 @@ BASE = {
     ("fabric_counters", "deltas"): {"ens1np0": {"rx_bytes": 1}},
     ("fabric_counters", "errors"): {"ens1np0": "gone"},
     ("fabric_persist", "python"): "/usr/bin/python3",
+    ("fabric_persist", "evidence_textfile_dir"): "/var/lib/prometheus/node-exporter",
     ("fabric_persist", "evidence_desired"): {"dcb": {"rails": ["ens1np0"]}},
     ("fabric_report", "title"): "drift report",
     ("fleet_report", "title"): "fleet report",
