@@ -87,8 +87,8 @@ def nvlink_status(root):
     lines = []
     for n, (bdf, dev) in enumerate(gpus(root)):
         uuid = hashlib.sha1(bdf.encode("ascii")).hexdigest()
-        lines.append("GPU %d: %s (UUID: GPU-%s-%s-%s-%s-%s)" % (n, NAMES.get(dev.lower(), "NVIDIA GPU"), uuid[:8],
-                                                                 uuid[8:12], uuid[12:16], uuid[16:20], uuid[20:32]))
+        uuid = "-".join((uuid[:8], uuid[8:12], uuid[12:16], uuid[16:20], uuid[20:32]))
+        lines.append("GPU %d: %s (UUID: GPU-%s)" % (n, NAMES.get(dev.lower(), "NVIDIA GPU"), uuid))
         for k in range(LINKS_PER_GPU):
             up = trained and (n, k) not in down
             lines.append("\t Link %d: %s" % (k, LINK_GBPS + " GB/s" if up else "<inactive>"))
