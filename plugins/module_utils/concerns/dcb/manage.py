@@ -51,8 +51,25 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb.plan i
     OTHER_SELECTORS, TRUST_CHOICES, TSA_CHOICES, DcbValidationError, normalize_desired, plan_rail)
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb.plan import dscp_value as _dscp_value
 
+# What the dcb of each iproute2 release can do, read in iproute2's source (github.com/iproute2/iproute2: dcb/dcb.c,
+# lib/utils.c do_batch; the first release tag containing the commit):
+#   5.11.0  dcb itself (67033d1c): ets, pfc, buffer, maxrate; -j; -b FILE|- (do_batch: one process, one netlink
+#           socket, one JSON writer, so the objects of successive show lines come out comma-separated; it stops at
+#           the first failing line with "Command failed FILE:LINE" and rc 1, -f goes on)
+#   5.12.0  dcb app (8e9bed14), dcb dcbx (89d11ea5)
+#   6.1.0   every request carries NLM_F_ACK (84c03697), but a read stops at its attribute and leaves the ACK in the
+#           socket: the next command of the same process reads that ACK (its seq is time(NULL), so it matches
+#           within the second) and fails with "Attribute not found: Success". A batch answers its first command only
+#   6.2.0   d0e02f35 reads up to the ACK: whole batches again; dcb apptrust (21f88a07)
+#   6.5.0   JSON APP entries gain a trailing " " element
 MIN_DCB_APP_VERSION = (5, 12, 0)
 MIN_APPTRUST_VERSION = (6, 2, 0)
+BATCH_DEFECT = ((6, 1, 0), (6, 2, 0))   # [from, to): releases whose batch answers only its first command
+
+
+def batch_answers_all(version):
+    """True when the dcb of iproute2 ``version`` (a tuple) answers every command of a ``-b`` batch."""
+    return not BATCH_DEFECT[0] <= tuple(version) < BATCH_DEFECT[1]
 
 
 class DcbError(Exception):
@@ -378,17 +395,21 @@ def run_batch(run, lines):
     return [], False
 
 
-def read_rails(run, rails_objects, need_version):
+def read_rails(run, rails_objects, need_version, version=None):
     """Current DCB state of several rails: one batch process; what it did not answer, one process per object.
 
     ``need_version()`` runs ``dcb -V`` at most once (missing or too old iproute2 fails there); it is not needed when
     the batch answered at least its first command (the tool runs and knows the objects). A rail whose batch answers
-    do not parse is read again object by object, so its errors are the precise ones."""
+    do not parse is read again object by object, so its errors are the precise ones. ``version``, when the caller
+    already knows it: no batch where it would answer only its first command (``BATCH_DEFECT``)."""
     lines = _batch_lines(rails_objects)
-    texts, usable = run_batch(run, lines)
-    if not usable or (lines and not texts):
-        need_version()
-        texts = []
+    if version is not None and not batch_answers_all(version):
+        texts = []   # such a batch would answer its first command only: one process per object instead
+    else:
+        texts, usable = run_batch(run, lines)
+        if not usable or (lines and not texts):
+            need_version()
+            texts = []
     known = dict(zip(lines, texts))
     states = {}
     for ro in rails_objects:
@@ -425,11 +446,11 @@ def summarize(current, desired):
     return out
 
 
-def _read_each(run, rails_objects, need_version):
+def read_each(run, rails_objects, need_version, version=None):
     """read_rails; when that fails, each rail on its own: ({netdev: state}, {netdev: error}). Only a missing or too
     old dcb (DcbToolError) fails the whole run."""
     try:
-        return read_rails(run, rails_objects, need_version), {}
+        return read_rails(run, rails_objects, need_version, version), {}
     except DcbToolError:
         raise
     except DcbError as e:
@@ -437,7 +458,7 @@ def _read_each(run, rails_objects, need_version):
             return {}, dict((ro[0], str(e)) for ro in rails_objects)
     states, errors = {}, {}
     for ro in rails_objects:
-        st, err = _read_each(run, [ro], need_version)
+        st, err = read_each(run, [ro], need_version, version)
         states.update(st)
         errors.update(err)
     return states, errors
@@ -484,7 +505,7 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
         probes.append((netdev, driver, apptrust))
     # DCBX mode read with the rest (a driver without getdcbx does not answer it: not readable, not a rail error)
     with_dcbx = want["dcbx"] != dcbx_mode.KEEP
-    first, read_errors = _read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes], need_version)
+    first, read_errors = read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes], need_version)
     # The host takes DCB over first (dcb dcbx set ... host ieee): until then the firmware's LLDP agent owns ETS, PFC
     # and APP and the handover can change them, so a rail taken over is read again and planned from what it has
     # then. Check mode takes nothing over: its plan is made from the state before the handover.
@@ -505,7 +526,7 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
             else:
                 if takeover.get(netdev, ([], []))[0]:
                     taken.append(netdev)
-        again, again_errors = _read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes if n in taken],
+        again, again_errors = read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes if n in taken],
                                          need_version)
         current.update(again)
         for n, e in again_errors.items():
@@ -547,7 +568,7 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
                 break
             res["_ok"] += 1
     touched = [r for r in rail_res if not check_mode and r["commands"] and r["before"] is not None]
-    after_all, after_errors = _read_each(run, [(r["rail"], with_ets, r["apptrust_supported"], with_dcbx)
+    after_all, after_errors = read_each(run, [(r["rail"], with_ets, r["apptrust_supported"], with_dcbx)
                                                for r in touched], need_version)
     for res in touched:
         netdev = res["rail"]
