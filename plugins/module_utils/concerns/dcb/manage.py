@@ -383,8 +383,14 @@ def run_batch(run, lines):
         rc, out, err = _run(run, ["dcb", "-j", "-b", path])
     finally:
         os.unlink(path)
+    return batch_texts(rc, out, err, len(lines))
+
+
+def batch_texts(rc, out, err, count):
+    """(texts, usable) of a ``dcb -j -b`` run of ``count`` show lines that ended with ``rc``, ``out``, ``err``
+    (see ``run_batch``)."""
     if rc == 0:
-        texts = split_batch_json(out, len(lines))
+        texts = split_batch_json(out, count)
         return (texts, True) if texts is not None else ([], False)
     m = _BATCH_FAILED_RE.search(err or "")
     if m and int(m.group(1)) >= 2 and _BATCH_DEFECT in (err or ""):
