@@ -141,19 +141,20 @@ def profile_gather(desired_path, reps):
     per_rep, own_rep, text = [], [], ""
     for _rep in range(reps):
         backend = RecordingRunner()
-        eval_backend = RecordingRunner()
         spent = {}
 
-        def evaluate(d, sysroot, _run, eval_backend=eval_backend, spent=spent):
+        def evaluate(d, sysroot, run, spent=spent, backend=backend):
             c0 = cpu_s()
             try:
-                return node_check.evaluate(d, sysroot, eval_backend)
+                return evidence_timer.default_evaluate(d, sysroot, run)
             finally:
                 spent["evaluate"] = cpu_s() - c0
+                spent["commands"] = len(backend.commands)
         sysroot = Sysroot()
         c0, t0 = cpu_s(), time.perf_counter()
-        ev, _warnings = evidence_timer.gather(sysroot, runner_mod.CommandRunner(backend), evaluate=evaluate,
-                                              desired_path=desired_path)
+        # as evidence_timer.main: the evaluation and the timer's own reads share one snapshot
+        run = runner_mod.CommandRunner(node_check.SnapshotRunner(backend))
+        ev, _warnings = evidence_timer.gather(sysroot, run, evaluate=evaluate, desired_path=desired_path)
         c1 = cpu_s()
         text = evidence_timer.render(ev)[0]
         c2 = cpu_s()
@@ -162,8 +163,8 @@ def profile_gather(desired_path, reps):
         out["evaluate_cpu_s"].append(spent.get("evaluate", 0.0))
         out["own_cpu_s"].append(c1 - c0 - spent.get("evaluate", 0.0))
         out["render_cpu_s"].append(c2 - c1)
-        per_rep.append(eval_backend.commands + backend.commands)
-        own_rep.append(backend.commands)
+        per_rep.append(backend.commands)
+        own_rep.append(backend.commands[spent.get("commands", 0):])
     res = dict((k, med(v)) for k, v in out.items())
     res["commands"] = command_table(per_rep)
     res["own_commands"] = command_table(own_rep)

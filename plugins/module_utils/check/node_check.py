@@ -12,7 +12,8 @@ role's check gives. Nothing is written: the bodies run in check mode, which writ
 ``desired`` is one document of the roles' variables (their defaults overlaid with the inventory's, resolved once on
 the controller by the ``fabric_check`` action plugin; ``node_desired.KEYS`` lists them per concern).
 
-The bodies share one ``SnapshotRunner``: a read-only query (``dcb ... show``, ``ip ... show``) that two of them make
+The bodies share one ``host.sysroot.SnapshotSysroot`` (each sysfs or configuration path they read is read once per
+evaluation: discovery and several concerns walk the same rails and PCIe paths) and one ``SnapshotRunner``: a read-only query (``dcb ... show``, ``ip ... show``) that two of them make
 with the same arguments runs once per evaluation, and each ``show`` a ``dcb -j -b`` batch answered stands for the
 single query ``dcb -j OBJ show dev DEV`` (discovery reads every rail's DCBX in one batch, the ``dcb`` concern its
 objects in another; where iproute2 6.1 answers only a batch's first command, the rest are single queries).
@@ -42,7 +43,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.check import facts 
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import registry
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb_manage
-from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import SnapshotSysroot, Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import LocalRunner, TaskFailed, TaskModule
 
 # the task name of playbooks/tasks/concerns.yml whose failure the node's result reports
@@ -116,7 +117,7 @@ class Context(object):
 
     def __init__(self, desired, sysroot, runner):
         self.desired = desired
-        self.sysroot = sysroot
+        self.sysroot = SnapshotSysroot(sysroot)   # read-only: each sysfs path is read once per evaluation
         self.runner = SnapshotRunner(runner)
         self.facts = None
         self.discovery_failed = False

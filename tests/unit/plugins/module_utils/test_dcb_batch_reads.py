@@ -139,3 +139,21 @@ def test_snapshot_ignores_batches_of_anything_but_show(tmp_path):
     assert snap.run_command(["/usr/sbin/dcb", "-j", "-b", str(batch)], C)[0] == 0
     snap.run_command(["/usr/sbin/dcb", "-j", "pfc", "show", "dev", RAILS[0]], C)
     assert len(calls) == 2
+
+
+def test_snapshot_sysroot_reads_once_and_forgets_on_write(tmp_path):
+    """The evaluation's sysroot: each read-only answer once (a path read again is not read again), a write through it
+    forgets them all, and what it hands out cannot change what it kept."""
+    from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import SnapshotSysroot
+    (tmp_path / "sys").mkdir()
+    (tmp_path / "sys" / "a").write_text(" 1 \n")
+    snap = SnapshotSysroot(Sysroot(str(tmp_path)))
+    assert (snap.read("/sys/a"), snap.read_raw("/sys/a"), snap.listdir("/sys")) == ("1", " 1 \n", ["a"])
+    (tmp_path / "sys" / "a").write_text("2")
+    (tmp_path / "sys" / "b").write_text("3")
+    assert (snap.read("/sys/a"), snap.exists("/sys/b"), snap.read("/sys/b", "none")) == ("1", True, "3")
+    snap.listdir("/sys").append("x")
+    assert snap.listdir("/sys") == ["a"]
+    assert snap.read("/sys/c", "none") == "none" and snap.path("/sys/a") == str(tmp_path / "sys" / "a")
+    snap.write_attr("/sys/b", "4")
+    assert (snap.read("/sys/a"), snap.read("/sys/b"), snap.listdir("/sys")) == ("2", "4", ["a", "b"])
