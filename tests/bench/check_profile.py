@@ -169,6 +169,7 @@ def profile_gather(desired_path, reps):
     res["commands"] = command_table(per_rep)
     res["own_commands"] = command_table(own_rep)
     res["samples"] = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+    res["statuses"] = dict((n, d["status"]) for n, d in ev["node"]["concerns"].items())
     return res
 
 
