@@ -143,7 +143,7 @@ def profile_gather(desired_path, reps):
         backend = RecordingRunner()
         spent = {}
 
-        def evaluate(d, sysroot, run, spent=spent, backend=backend):
+        def evaluate(d, sysroot, run, spent=spent, backend=backend):  # pylint: disable=dangerous-default-value
             c0 = cpu_s()
             try:
                 return evidence_timer.default_evaluate(d, sysroot, run)
@@ -209,8 +209,8 @@ def profile_process(script, desired_path, reps):
         modules = int(p.stdout.strip())
     except ValueError:
         modules = None
-    return {"python": python, "interpreter_cpu_s": med(bare), "imports_cpu_s": med([i - b for i, b in
-                                                                                  zip(imports, bare)]),
+    return {"python": python, "interpreter_cpu_s": med(bare),
+            "imports_cpu_s": med([i - b for i, b in zip(imports, bare)]),
             "collection_modules_imported": modules, "run_rc": rc, "run_cpu_s": med(runs), "run_wall_s": med(run_walls),
             "run_stderr_tail": err[-300:]}
 

@@ -13,8 +13,9 @@ role's check gives. Nothing is written: the bodies run in check mode, which writ
 the controller by the ``fabric_check`` action plugin; ``node_desired.KEYS`` lists them per concern).
 
 The bodies share one ``host.sysroot.SnapshotSysroot`` (each sysfs or configuration path they read is read once per
-evaluation: discovery and several concerns walk the same rails and PCIe paths) and one ``SnapshotRunner``: a read-only query (``dcb ... show``, ``ip ... show``) that two of them make
-with the same arguments runs once per evaluation, and each ``show`` a ``dcb -j -b`` batch answered stands for the
+evaluation: discovery and several concerns walk the same rails and PCIe paths) and one ``SnapshotRunner``: a
+read-only query (``dcb ... show``, ``ip ... show``) that two of them make with the same arguments runs once per
+evaluation, and each ``show`` a ``dcb -j -b`` batch answered stands for the
 single query ``dcb -j OBJ show dev DEV`` (discovery reads every rail's DCBX in one batch, the ``dcb`` concern its
 objects in another; where iproute2 6.1 answers only a batch's first command, the rest are single queries).
 
@@ -42,7 +43,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.check import facts as facts_task
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import registry
-from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb_manage
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import batch as dcb_batch
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import SnapshotSysroot, Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import LocalRunner, TaskFailed, TaskModule
 
@@ -78,7 +79,7 @@ class SnapshotRunner(object):
             lines = _show_lines(argv[3])
             answer = self._runner.run_command(args, environ_update=environ_update)
             if lines:
-                texts = dcb_manage.batch_texts(answer[0], answer[1], answer[2], len(lines))[0]
+                texts = dcb_batch.batch_texts(answer[0], answer[1], answer[2], len(lines))[0]
                 for (obj, dev), text in zip(lines, texts):
                     self._answers.setdefault(((argv[0], "-j", obj, "show", "dev", dev), env), (0, text, ""))
             return answer

@@ -41,6 +41,8 @@ import re
 import tempfile
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import dcbx as dcbx_mode
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb.batch import (  # noqa: F401  # pylint: disable=unused-import
+    BATCH_DEFECT, batch_answers_all, batch_texts, split_batch_json)
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
@@ -51,25 +53,9 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb.plan i
     OTHER_SELECTORS, TRUST_CHOICES, TSA_CHOICES, DcbValidationError, normalize_desired, plan_rail)
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb.plan import dscp_value as _dscp_value
 
-# What the dcb of each iproute2 release can do, read in iproute2's source (github.com/iproute2/iproute2: dcb/dcb.c,
-# lib/utils.c do_batch; the first release tag containing the commit):
-#   5.11.0  dcb itself (67033d1c): ets, pfc, buffer, maxrate; -j; -b FILE|- (do_batch: one process, one netlink
-#           socket, one JSON writer, so the objects of successive show lines come out comma-separated; it stops at
-#           the first failing line with "Command failed FILE:LINE" and rc 1, -f goes on)
-#   5.12.0  dcb app (8e9bed14), dcb dcbx (89d11ea5)
-#   6.1.0   every request carries NLM_F_ACK (84c03697), but a read stops at its attribute and leaves the ACK in the
-#           socket: the next command of the same process reads that ACK (its seq is time(NULL), so it matches
-#           within the second) and fails with "Attribute not found: Success". A batch answers its first command only
-#   6.2.0   d0e02f35 reads up to the ACK: whole batches again; dcb apptrust (21f88a07)
-#   6.5.0   JSON APP entries gain a trailing " " element
+# what each iproute2 release's dcb can do: the table in batch.py
 MIN_DCB_APP_VERSION = (5, 12, 0)
 MIN_APPTRUST_VERSION = (6, 2, 0)
-BATCH_DEFECT = ((6, 1, 0), (6, 2, 0))   # [from, to): releases whose batch answers only its first command
-
-
-def batch_answers_all(version):
-    """True when the dcb of iproute2 ``version`` (a tuple) answers every command of a ``-b`` batch."""
-    return not BATCH_DEFECT[0] <= tuple(version) < BATCH_DEFECT[1]
 
 
 class DcbError(Exception):
@@ -338,28 +324,6 @@ def read_rail(run, netdev, with_ets=False, apptrust=False, with_dcbx=False):
     return _rail_state(parsed)
 
 
-def split_batch_json(text, count):
-    """``dcb -j -b`` stdout -> list of ``count`` JSON texts (one per show command), or None when the
-    output does not have that shape (wrong count, not comma-separated objects)."""
-    text = (text or "").strip()
-    if not text:
-        return [] if count == 0 else None
-    try:
-        data = json.loads("[" + text + "]")
-    except ValueError:
-        return None
-    if len(data) != count or not all(isinstance(d, dict) for d in data):
-        return None
-    return [json.dumps(d) for d in data]
-
-
-_BATCH_FAILED_RE = re.compile(r"Command failed \S*:(\d+)")
-# iproute2 6.1's dcb (Debian bookworm, Ubuntu 24.04) answers only the first command of a batch: every later one fails
-# with "Attribute not found: Success" and the batch stops there (seen on the VM lab's DCB driver with the distribution
-# binary; single commands work).
-_BATCH_DEFECT = "Attribute not found"
-
-
 def _batch_lines(rails_objects):
     lines = []
     for ro in rails_objects:
@@ -384,21 +348,6 @@ def run_batch(run, lines):
     finally:
         os.unlink(path)
     return batch_texts(rc, out, err, len(lines))
-
-
-def batch_texts(rc, out, err, count):
-    """(texts, usable) of a ``dcb -j -b`` run of ``count`` show lines that ended with ``rc``, ``out``, ``err``
-    (see ``run_batch``)."""
-    if rc == 0:
-        texts = split_batch_json(out, count)
-        return (texts, True) if texts is not None else ([], False)
-    m = _BATCH_FAILED_RE.search(err or "")
-    if m and int(m.group(1)) >= 2 and _BATCH_DEFECT in (err or ""):
-        answered = int(m.group(1)) - 1
-        texts = split_batch_json(out, answered)
-        if texts is not None:
-            return texts, True
-    return [], False
 
 
 def read_rails(run, rails_objects, need_version, version=None):
@@ -533,7 +482,7 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
                 if takeover.get(netdev, ([], []))[0]:
                     taken.append(netdev)
         again, again_errors = read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes if n in taken],
-                                         need_version)
+                                        need_version)
         current.update(again)
         for n, e in again_errors.items():
             read_errors[n] = "after taking DCB over: %s" % e
@@ -575,7 +524,7 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
             res["_ok"] += 1
     touched = [r for r in rail_res if not check_mode and r["commands"] and r["before"] is not None]
     after_all, after_errors = read_each(run, [(r["rail"], with_ets, r["apptrust_supported"], with_dcbx)
-                                               for r in touched], need_version)
+                                              for r in touched], need_version)
     for res in touched:
         netdev = res["rail"]
         if netdev in after_errors:

@@ -97,8 +97,7 @@ def test_batch_dcbx(tmp_path, version, missing, answered, processes):
 def test_annotate_dcbx_facts_as_alone(tmp_path):
     root, run, calls = node(tmp_path, "6.1.0", ("ens3np0",))
     rails = [{"netdev": r, "kind": "pf"} for r in RAILS]
-    got = qos_facts.annotate(Sysroot(root), rails, lambda argv: run(argv), lambda name: None if name != "dcb" else
-                             "/usr/sbin/dcb")
+    got = qos_facts.annotate(Sysroot(root), rails, run, lambda name: None if name != "dcb" else "/usr/sbin/dcb")
     assert [r["dcbx"]["error"] is None for r in got] == [True, True, False]
     assert "ens3np0" in got[2]["dcbx"]["error"]
     assert len([c for c in calls if "-b" in c]) == 1
