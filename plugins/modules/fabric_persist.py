@@ -130,9 +130,11 @@ options:
     type: bool
     default: false
   evidence_interval:
-    description: Seconds between two runs of the evidence timer (C(OnUnitActiveSec)), 10 to 86400.
+    description:
+      - Seconds between two runs of the evidence timer (C(OnUnitActiveSec)), 10 to 86400.
+      - One run costs an 8-rail node up to about 0.3 CPU-s, so the default spends at most about 0.05 % of one core on it.
     type: int
-    default: 60
+    default: 600
   evidence_textfile_dir:
     description:
       - node_exporter's C(--collector.textfile.directory). The timer creates it (root, 0755) when missing, unless it

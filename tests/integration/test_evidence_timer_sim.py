@@ -30,6 +30,8 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fleet import Fleet, sim, why_not  # noqa: E402  pylint: disable=wrong-import-position
 
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence_unit  # noqa: E402
+
 WHY = why_not()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
 
@@ -38,6 +40,7 @@ NODE = "ev1"
 PROM = "/var/lib/prometheus/node-exporter/gpufabric-evidence.prom"
 HW = "/sys/class/infiniband/mlx5_0/ports/1/hw_counters"
 SCRIPT = "/usr/local/sbin/gpufabric-evidence"
+INTERVAL = evidence_unit.DEFAULT_INTERVAL
 PROMTOOL = shutil.which("promtool")
 
 
@@ -97,13 +100,14 @@ def test_timer_installed_and_its_file_follows_the_node(fleet):
 
 
 def test_elapsing_the_timer_runs_its_service_each_time(fleet):
-    # the previous test installed and started the timer (OnBootSec=60s, OnUnitActiveSec=60, the default interval)
+    # the previous test installed and started the timer with the default interval (OnBootSec=60s,
+    # OnUnitActiveSec=INTERVAL): each elapse of the interval fires it once
     prom = os.path.join(fleet.root(NODE), PROM.lstrip("/"))
     show = "systemctl show -p LastTriggerUSec --value gpufabric-evidence.timer"
     before = fleet.sh(NODE, show).stdout.strip()
     stamps = [os.stat(prom).st_mtime_ns]
     for _i in range(2):
-        report = json.loads(sim("elapse", "--fleet", fleet.path, "--node", NODE, "--seconds", "60").stdout)
+        report = json.loads(sim("elapse", "--fleet", fleet.path, "--node", NODE, "--seconds", str(INTERVAL)).stdout)
         assert [(t["timer"], t["unit"], t["rc"]) for t in report["triggered"]] == [
             ("gpufabric-evidence.timer", "gpufabric-evidence.service", 0)], report
         stamps.append(os.stat(prom).st_mtime_ns)
@@ -113,7 +117,7 @@ def test_elapsing_the_timer_runs_its_service_each_time(fleet):
     assert before == "n/a" and after != "n/a", (before, after)
     # stopped, it never fires
     fleet.sh(NODE, "systemctl stop gpufabric-evidence.timer")
-    report = json.loads(sim("elapse", "--fleet", fleet.path, "--node", NODE, "--seconds", "10min").stdout)
+    report = json.loads(sim("elapse", "--fleet", fleet.path, "--node", NODE, "--seconds", str(3 * INTERVAL)).stdout)
     assert report["triggered"] == [] and os.stat(prom).st_mtime_ns == stamps[2]
 
 

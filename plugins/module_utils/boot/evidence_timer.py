@@ -33,7 +33,6 @@ import shutil
 import sys
 import time
 
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence, guard
 from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
@@ -41,6 +40,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.host import runner
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 RC_OK = 0
@@ -49,11 +49,11 @@ RC_ARGS = 2
 RC_REFUSED = guard.RC_REFUSED
 
 
-def default_evaluate(desired, sysroot, _run):
-    """The one-call check of ``node_check.py``: every core concern, with its own command runner
-    (``runner.LocalBackend`` through ``runner.CommandRunner``: the C locale, argv lists, binaries looked up on
-    PATH)."""
-    return node_check.evaluate(desired, sysroot=sysroot)
+def default_evaluate(desired, sysroot, run):
+    """The one-call check of ``node_check.py``: every core concern, on the backend of ``run`` (a
+    ``runner.CommandRunner``: the C locale, argv lists, binaries looked up on PATH). ``main`` gives it a
+    ``node_check.SnapshotRunner``, so the timer's own DCB reads are the answers the evaluation already had."""
+    return node_check.evaluate(desired, sysroot=sysroot, runner=getattr(run, "backend", None))
 
 
 def _every(status, reason, names=cm.CORE):
@@ -163,8 +163,9 @@ def main(argv=None, out=None, err=None, script=None, evaluate=default_evaluate, 
         for r in reasons:
             log("error: refusing to run: %s" % r)
         return RC_REFUSED
-    ev, warnings = gather(sysroot, run or applier.command_runner(), evaluate=evaluate, clock=clock,
-                          desired_path=args.desired, interval=args.interval)
+    run = run or runner.CommandRunner(node_check.SnapshotRunner(runner.LocalBackend()))   # one run's snapshot
+    ev, warnings = gather(sysroot, run, evaluate=evaluate, clock=clock, desired_path=args.desired,
+                          interval=args.interval)
     for w in warnings:
         log("warning: %s" % w)
     text, families, assessment = render(ev)

@@ -11,8 +11,8 @@ What is gathered (``gather``):
 
 - the facts: ``topology.discover`` (pairing, path bridges with ACS, rails, IOMMU, GPU driver, Fabric Manager,
   nvidia-fs);
-- the DCB state of the rails (``dcb.read_rail`` through ``dcb -j``), the rdma_cm ToS of the rail ports, the
-  nvidia-fs counters;
+- the DCB state of the rails (``dcb.read_each``: one ``dcb -j -b`` batch for every rail where iproute2 answers
+  whole batches, else ``dcb -j`` per object), the rdma_cm ToS of the rail ports, the nvidia-fs counters;
 - every concern's status: the desired-state document (``DESIRED_FILE``, written by ``fabric_persist``) evaluated
   by ``evaluate(desired, sysroot, runner)`` - the one-call check of ``node_check.py``, the same planners the concern
   modules run, read-only. Without a desired state every concern is ``not_checked`` (never ``ok``);
@@ -206,7 +206,7 @@ def default_rails(facts):
 
 
 def read_dcb(sysroot, run, rails, binary):
-    """({rail: dcb.read_rail result or {error}}, iproute2 version string or None). ``run(argv)`` runs ``binary``
+    """({rail: dcb.read_each state or {error}}, iproute2 version string or None). ``run(argv)`` runs ``binary``
     (the dcb found on PATH, None when there is none) with the rest of argv."""
     if binary is None:
         err = "dcb (iproute2 >= 5.12) was not found in PATH"
@@ -218,14 +218,19 @@ def read_dcb(sysroot, run, rails, binary):
         version = dcb.dcb_version(dcb_run)
     except dcb.DcbError as e:
         return dict((r, {"error": str(e)}) for r in rails), None
-    out = {}
+    out, probed = {}, []
     for rail in rails:
         try:
-            apptrust = dcb.probe_apptrust(dcb_run, rail, dcb.driver_of(sysroot, rail), version)
-            out[rail] = dcb.read_rail(dcb_run, rail, apptrust=apptrust)
+            probed.append((rail, False, dcb.probe_apptrust(dcb_run, rail, dcb.driver_of(sysroot, rail), version)))
         except dcb.DcbError as e:
             out[rail] = {"error": str(e)}
-    return out, ".".join(str(v) for v in version)
+    try:   # every rail in one batch where the release answers whole batches, else one process per object
+        states, errors = dcb.read_each(dcb_run, probed, lambda: version, version)
+    except dcb.DcbError as e:
+        states, errors = {}, dict((ro[0], str(e)) for ro in probed)
+    out.update(states)
+    out.update((r, {"error": e}) for r, e in errors.items())
+    return dict((r, out[r]) for r in rails), ".".join(str(v) for v in version)
 
 
 def read_tos(sysroot, facts):

@@ -36,7 +36,9 @@ from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
 SERVICE = "gpufabric-evidence.service"
 TIMER = "gpufabric-evidence.timer"
 DEFAULT_SCRIPT = "/usr/local/sbin/gpufabric-evidence"
-DEFAULT_INTERVAL = 60
+# one run costs an 8-rail node 0.23-0.31 CPU-s with its C tools (docs/benchmarks.md, the node profile): every
+# 600 s that is at most 0.05 % of one core (issue 23: at most 0.1 %; 300 s would be 0.08-0.10 %)
+DEFAULT_INTERVAL = 600
 MIN_INTERVAL, MAX_INTERVAL = 10, 86400
 # the module_utils the script runs (one of node_payload.ENTRY_POINTS, so it is in the library copy)
 ENTRY = "boot.evidence_timer"
