@@ -15,6 +15,12 @@ Facts on the releases (what the distributions ship, not what the simulator shows
 * Ubuntu 22.04 ships uncompressed ``.ko``; Ubuntu 24.04 ``CONFIG_MODULE_COMPRESS_ZSTD``: ``.ko.zst``.
 * EL 9 ships ``.ko.xz``; its kernel is split in kernel, kernel-core, kernel-modules, kernel-modules-core (9.2+),
   kernel-modules-extra; kernel-install writes new BLS entries from ``/etc/kernel/cmdline``.
+* node_exporter's textfile collector directory (``textfile_dir``, where both metric writers put their files):
+  Debian and Ubuntu's ``prometheus-node-exporter`` package reads ``/var/lib/prometheus/node-exporter`` (its default
+  ``--collector.textfile.directory``); EL has no node_exporter in the distribution, and EPEL's and Fedora's
+  ``golang-github-prometheus-node-exporter`` install upstream's ``examples/systemd/sysconfig.node_exporter`` as
+  ``/etc/sysconfig/node_exporter`` (``OPTIONS="--collector.textfile.directory
+  /var/lib/node_exporter/textfile_collector"``) and create that directory; upstream's example unit reads the same.
 * A new Ubuntu/Debian kernel ABI is a new package name (linux-image-6.8.0-50-generic); unattended-upgrades gets
   it through a meta package (linux-generic, linux-image-generic-hwe-24.04, linux-image-amd64) whose new version
   depends on it. Holding the meta packages stops new ABIs; holding the ABI's own packages keeps them from being
@@ -44,35 +50,44 @@ _UBUNTU_FLAVOURS = r"(?:generic|lowlatency|virtual|nvidia|oem|aws|azure|gcp|orac
 _UBUNTU_META = r"linux-(?:image-|headers-|modules-|modules-extra-|tools-|cloud-tools-)?" + _UBUNTU_FLAVOURS
 _DEBIAN_META = r"linux-(?:image|headers)-(?:(?:cloud|rt)-)?(?:amd64|arm64)"
 
+# node_exporter's textfile directory per family (see above); upstream's for a release without a profile
+TEXTFILE_DIRS = {"debian": "/var/lib/prometheus/node-exporter", "el": "/var/lib/node_exporter/textfile_collector"}
+UPSTREAM_TEXTFILE_DIR = "/var/lib/node_exporter/textfile_collector"
+
 PROFILES = {
     "debian12": dict(
         family="debian", pkg_mgr="apt", bootloader="grub", kernel_cmdline_file=None,
         kernel_packages=["linux-image-{kver}", "linux-headers-{kver}"],
         kernel_meta_re=_DEBIAN_META, module_compression="none",
-        builder_base_packages=_DEB_BUILDER, hold="apt-mark"),
+        builder_base_packages=_DEB_BUILDER, hold="apt-mark",
+        textfile_dir=TEXTFILE_DIRS["debian"]),
     "debian13": dict(
         family="debian", pkg_mgr="apt", bootloader="grub", kernel_cmdline_file=None,
         kernel_packages=["linux-image-{kver}", "linux-headers-{kver}"],
         kernel_meta_re=_DEBIAN_META, module_compression="xz",
-        builder_base_packages=_DEB_BUILDER, hold="apt-mark"),
+        builder_base_packages=_DEB_BUILDER, hold="apt-mark",
+        textfile_dir=TEXTFILE_DIRS["debian"]),
     "ubuntu2204": dict(
         family="debian", pkg_mgr="apt", bootloader="grub", kernel_cmdline_file=None,
         kernel_packages=["linux-image-{kver}", "linux-modules-{kver}", "linux-modules-extra-{kver}",
                          "linux-headers-{kver}"],
         kernel_meta_re=_UBUNTU_META, module_compression="none",
-        builder_base_packages=_DEB_BUILDER, hold="apt-mark"),
+        builder_base_packages=_DEB_BUILDER, hold="apt-mark",
+        textfile_dir=TEXTFILE_DIRS["debian"]),
     "ubuntu2404": dict(
         family="debian", pkg_mgr="apt", bootloader="grub", kernel_cmdline_file=None,
         kernel_packages=["linux-image-{kver}", "linux-modules-{kver}", "linux-modules-extra-{kver}",
                          "linux-headers-{kver}"],
         kernel_meta_re=_UBUNTU_META, module_compression="zstd",
-        builder_base_packages=_DEB_BUILDER, hold="apt-mark"),
+        builder_base_packages=_DEB_BUILDER, hold="apt-mark",
+        textfile_dir=TEXTFILE_DIRS["debian"]),
     "el9": dict(
         family="el", pkg_mgr="dnf", bootloader="grubby", kernel_cmdline_file="/etc/kernel/cmdline",
         kernel_packages=["kernel-{kver}", "kernel-core-{kver}", "kernel-modules-{kver}",
                          "kernel-modules-core-{kver}", "kernel-modules-extra-{kver}", "kernel-devel-{kver}"],
         kernel_meta_re=None, module_compression="xz",
-        builder_base_packages=_EL_BUILDER, hold="versionlock"),
+        builder_base_packages=_EL_BUILDER, hold="versionlock",
+        textfile_dir=TEXTFILE_DIRS["el"]),
 }
 
 # os-release ID -> profile prefix; EL rebuilds share one profile per major.
@@ -146,6 +161,15 @@ def detect(sysroot):
         return get(profile_name(parse_os_release(text))), None
     except ProfileError as e:
         return None, str(e)
+
+
+def textfile_dir(sysroot):
+    """(node_exporter's textfile directory for the node's release, None or why upstream's directory was chosen)."""
+    profile, why = detect(sysroot)
+    if profile is None:
+        return UPSTREAM_TEXTFILE_DIR, "%s: node_exporter's textfile directory is upstream's %s" % (
+            why, UPSTREAM_TEXTFILE_DIR)
+    return profile["textfile_dir"], None
 
 
 _KVER_RE = re.compile(r"[0-9]+\.[0-9]+[A-Za-z0-9._+~-]*")

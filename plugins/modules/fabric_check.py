@@ -132,6 +132,19 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concern_model impor
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 
+def shown_warnings(res):
+    """Each warning once: discovery's, then the concern bodies' own; discovery's warnings again as the facts body's
+    (``gpufabric_facts: ...``, from the check's discovery) are not repeated."""
+    found = set(res["warnings"])
+    out = []
+    for w in res["warnings"] + res["module_warnings"]:
+        name, _sep, text = w.partition(": ")
+        if w in out or (name == "gpufabric_facts" and text in found):
+            continue
+        out.append(w)
+    return out
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -149,7 +162,7 @@ def main():
         res = node_check.evaluate(p["desired"], Sysroot(), module, p["concerns"])
     except (node_desired.DesiredError, ConcernError) as e:
         module.fail_json(msg=str(e))
-    for w in res["warnings"] + res["module_warnings"]:
+    for w in shown_warnings(res):
         module.warn(w)
     module.exit_json(changed=False, gds_wanted=bool(p["gds_wanted"]), **res)
 

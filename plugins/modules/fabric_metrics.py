@@ -20,7 +20,11 @@ description:
     Fabric Manager state - and writes them in the Prometheus text format to I(textfile_dir)/I(filename), where
     node_exporter's textfile collector exposes them.
   - The file is written atomically (a temporary file in the same directory, renamed) and only when its content
-    changes. It carries no timestamps, so a node whose state did not change is not rewritten.
+    changes. It carries the time of the check (C(gpufabric_last_check_timestamp_seconds), I(checked_at)), so a run
+    with a new time rewrites it.
+  - Every series carries the label C(writer="fabric_metrics"); the evidence timer (M(gpufabric.node.fabric_persist)
+    O(gpufabric.node.fabric_persist#module:evidence)) writes its own file (C(gpufabric-evidence.prom)) to the same
+    directory with C(writer="evidence_timer"), so node_exporter never sees one series from two files.
   - Evidence that cannot be read is left out, never written as zero - nvidia-fs counters when nvidia-fs is not loaded
     or prints no read/write counters (C(rw_stats_enabled=0)), the ToS of a port when C(/sys/kernel/config/rdma_cm)
     itself is missing (rdma_cm not loaded or configfs not mounted), the ACS state of a bridge whose config space
@@ -29,30 +33,31 @@ description:
   - C(gpufabric_gds_active) and C(gpufabric_gds_compat_fallback_detected) come from I(gds) (the result of
     M(gpufabric.node.gds_verify)) because proving GDS takes a test transfer. Without I(gds) they come from the record
     the last proof left on the node (C(/var/lib/gpufabric/gds_verdict.json)), with
-    C(gpufabric_gds_verdict_timestamp_seconds); they are absent when there is neither. The age
-    (C(gpufabric_gds_verdict_age_seconds)) is written only by the evidence timer (M(gpufabric.node.fabric_persist)
-    O(gpufabric.node.fabric_persist#module:evidence)), which rewrites the file anyway; here it would change the file
-    on every run.
-  - PCIe link health of every GPU, NIC and bridge on a GPU-NIC path (sysfs C(current_link_speed),
-    C(current_link_width), C(max_link_speed), C(max_link_width)) and the RDMA error, retry and congestion (CNP, ECN)
-    counters of every RDMA port (C(/sys/class/infiniband/<dev>/ports/<port>/counters/) and C(hw_counters/)).
+    C(gpufabric_gds_verdict_timestamp_seconds); they are absent when there is neither.
+  - PCIe link health of every GPU, NIC and bridge on a GPU-NIC path (the number of links per state; width and speed
+    of a link below its capability) and the RDMA error and retry counters (summed per port) and CNPs sent and
+    handled of every RDMA port (C(/sys/class/infiniband/<dev>/ports/<port>/counters/) and C(hw_counters/)).
     docs/metrics.md lists every metric with its labels.
-  - "Metrics: C(gpufabric_acs_redirect_clear{bridge,role,gpu,nic}) (1 when ReqRedir, CmpltRedir and EgressCtrl are
-    clear; a bridge without ACS capability redirects nothing and counts as clear), C(gpufabric_acs_ctrl{bridge,role}),
-    C(gpufabric_acs_capability_present{bridge,role}), C(gpufabric_pair_relation_info{gpu,nic,netdev,relation}),
-    C(gpufabric_pair_cross_numa{gpu,nic}), C(gpufabric_rail_dcb_up{rail}), C(gpufabric_rail_trust_dscp{rail}),
-    C(gpufabric_rail_pfc_enabled{rail,priority}), C(gpufabric_rail_dscp_priority{rail,dscp}),
-    C(gpufabric_rail_dscp_app_entries{rail}), C(gpufabric_rdma_cm_tos{device,port,rail}), C(gpufabric_gds_active),
-    C(gpufabric_gds_compat_fallback_detected), C(gpufabric_nvfs_loaded), C(gpufabric_nvfs_rw_stats_enabled),
-    C(gpufabric_nvfs_reads_total), C(gpufabric_nvfs_read_ok_total), C(gpufabric_nvfs_read_errors_total),
-    C(gpufabric_nvfs_read_mib_total) and the same four for writes, C(gpufabric_iommu_identity),
-    C(gpufabric_iommu_mode_info{mode}), C(gpufabric_gpu_driver_open), C(gpufabric_gpu_driver_info{flavour,version}),
-    C(gpufabric_fabric_manager_needed), C(gpufabric_fabric_manager_running),
-    C(gpufabric_concern_status{concern,status}), C(gpufabric_node_ok), C(gpufabric_pcie_link_speed_gts{device,kind,port}), C(gpufabric_pcie_link_max_speed_gts),
-    C(gpufabric_pcie_link_width), C(gpufabric_pcie_link_max_width), C(gpufabric_pcie_link_below_capability),
-    C(gpufabric_rdma_port_errors_total{device,port,rail,dir,counter}), C(gpufabric_rdma_port_retries_total),
-    C(gpufabric_rdma_port_congestion_total), C(gpufabric_rdma_port_counters_up{device,port,rail}),
-    C(gpufabric_gds_verdict_timestamp_seconds)."
+  - Few series (about 180 on an 8-rail node) - the per-priority PFC state and the DSCP map of a rail only when a
+    C(dcb) drift item names the rail, the ACS control register only of a bridge that redirects.
+  - "Metrics (every one with the label C(writer)): C(gpufabric_concern_status{concern,status}),
+    C(gpufabric_concern_drift_items{concern}), C(gpufabric_node_ok), C(gpufabric_reboot_required),
+    C(gpufabric_last_check_timestamp_seconds), C(gpufabric_pair_relation_info{gpu,nic,netdev,relation,cross_numa}),
+    C(gpufabric_pair_acs_redirect_clear{gpu,nic}), C(gpufabric_acs_ctrl{bridge,role}), C(gpufabric_rail_dcb_up{rail}),
+    C(gpufabric_rail_dcb_info{rail,trust,pfc_priorities}), C(gpufabric_rail_pfc_enabled{rail,priority}),
+    C(gpufabric_rail_dscp_priority{rail,dscp}), C(gpufabric_rdma_cm_tos{device,port,rail}),
+    C(gpufabric_rdma_port_errors_total{device,port,rail}), C(gpufabric_rdma_port_retries_total),
+    C(gpufabric_rdma_port_cnp_sent_total), C(gpufabric_rdma_port_cnp_handled_total), C(gpufabric_gds_active),
+    C(gpufabric_gds_compat_fallback_detected), C(gpufabric_gds_verdict_timestamp_seconds), C(gpufabric_nvfs_loaded),
+    C(gpufabric_nvfs_rw_stats_enabled), C(gpufabric_nvfs_reads_total), C(gpufabric_nvfs_read_ok_total),
+    C(gpufabric_nvfs_read_errors_total), C(gpufabric_nvfs_read_bytes_total), C(gpufabric_nvfs_writes_total),
+    C(gpufabric_nvfs_write_ok_total), C(gpufabric_nvfs_write_errors_total), C(gpufabric_nvfs_written_bytes_total),
+    C(gpufabric_iommu_identity), C(gpufabric_iommu_mode_info{mode}), C(gpufabric_gpu_driver_open),
+    C(gpufabric_gpu_driver_info{flavour,version}), C(gpufabric_fabric_manager_needed),
+    C(gpufabric_fabric_manager_running), C(gpufabric_pcie_links{state}), C(gpufabric_pcie_link_width{device,kind,port}),
+    C(gpufabric_pcie_link_max_width), C(gpufabric_pcie_link_speed_transfers_per_second),
+    C(gpufabric_pcie_link_max_speed_transfers_per_second), C(gpufabric_gpudirect_rdma_mechanism_info{mechanism}),
+    C(gpufabric_gpudirect_rdma_dmabuf_usable), C(gpufabric_gpudirect_rdma_peermem_loaded)."
   - "C(gpufabric_concern_status{concern,status}) has one series per managed concern and status (C(ok), C(drift),
     C(error), C(not_checked), C(not_applicable)): 1 for the concern's current status, 0 for the other four. The
     statuses come from I(concerns) (the host fact C(gpufabric_concerns)); a managed concern it does not hold - every
@@ -70,14 +75,22 @@ options:
   textfile_dir:
     description:
       - Directory node_exporter's textfile collector reads (C(--collector.textfile.directory)). Created when missing.
+      - Default - the node's OS profile's, shared with the evidence timer - C(/var/lib/prometheus/node-exporter) on
+        Debian and Ubuntu (their C(prometheus-node-exporter) reads it), C(/var/lib/node_exporter/textfile_collector)
+        on EL (EPEL's C(golang-github-prometheus-node-exporter) and upstream's C(/etc/sysconfig/node_exporter)) and on
+        a release without a profile.
     type: path
-    default: /var/lib/prometheus/node-exporter
   filename:
     description:
       - Name of the file in I(textfile_dir). Must end in C(.prom) (the collector reads only those) and contain no
-        C(/).
+        C(/); not C(gpufabric-evidence.prom), the evidence timer's file.
     type: str
     default: gpufabric.prom
+  checked_at:
+    description:
+      - Unix time of the check whose statuses I(concerns) holds, written as C(gpufabric_last_check_timestamp_seconds)
+        (the staleness of the file). Default - now.
+    type: float
   mode:
     description: Permissions of the file.
     type: raw
@@ -156,7 +169,7 @@ EXAMPLES = r"""
 
 - name: Include the last GDS verdict
   gpufabric.node.fabric_metrics:
-    textfile_dir: /var/lib/node_exporter/textfile_collector
+    textfile_dir: /srv/node_exporter/textfile
     gds: "{{ gds_verify_result }}"
   when: gds_verify_result is defined
 
@@ -186,7 +199,7 @@ samples:
   description: Number of samples in the file.
   returned: always
   type: int
-  sample: 742
+  sample: 180
 families:
   description: Names of the metric families in the file, sorted.
   returned: always
@@ -216,12 +229,15 @@ dcb_version:
   sample: 6.1.0
 """
 
+import math
 import os
 import socket
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
@@ -251,6 +267,8 @@ def validate_filename(name):
     if not name or "/" in name or name in (".", "..") or not name.endswith(".prom") or name == ".prom":
         raise ValueError("filename must be a plain file name ending in .prom (node_exporter reads only those), "
                          "not %r" % (name,))
+    if name == evidence.DEFAULT_FILENAME:
+        raise ValueError("filename must not be %s, the evidence timer's file in the same directory" % name)
     return name
 
 
@@ -272,8 +290,9 @@ def gds_evidence(gds):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            textfile_dir=dict(type="path", default="/var/lib/prometheus/node-exporter"),
-            filename=dict(type="str", default="gpufabric.prom"),
+            textfile_dir=dict(type="path"),
+            filename=dict(type="str", default=evidence.REPORT_FILENAME),
+            checked_at=dict(type="float"),
             mode=dict(type="raw", default="0644"),
             rails=dict(type="list", elements="str"),
             dcb=dict(type="bool", default=True),
@@ -292,7 +311,11 @@ def main():
         filename = validate_filename(p["filename"])
         mode = parse_mode(p["mode"])
         gds, gds_warning = gds_evidence(p["gds"])
-        inputs.safe_path(p["textfile_dir"], "textfile_dir")
+        textfile_dir = p["textfile_dir"] or os_profiles.textfile_dir(sysroot)[0]
+        inputs.safe_path(textfile_dir, "textfile_dir")
+        checked_at = time.time() if p["checked_at"] is None else p["checked_at"]
+        if not math.isfinite(checked_at) or checked_at < 0:
+            raise ValueError("checked_at must be a Unix time, not %r" % (checked_at,))
         node = {"concerns": p["concerns"], "managed": p["managed_concerns"], "reboot_required": p["reboot_required"],
                 "gds_wanted": p["gds_wanted"]}
         host = socket.gethostname() or "this node"
@@ -315,11 +338,12 @@ def main():
         gds_warning = gds_warning or record_warning
     ev = {"facts": facts, "dcb": dcb_state, "rdma_cm": evidence.read_tos(sysroot, facts),
           "nvfs": evidence.read_nvfs(sysroot, facts), "gds": gds, "node": node,
-          "rdma_ports": evidence.rdma_port_counters(sysroot, facts)}
+          "rdma_ports": evidence.rdma_port_counters(sysroot, facts), "now": checked_at,
+          "writer": evidence.REPORT_WRITER}
     assessment = prom.assess(ev, host)
     families = [f for f in prom.families_from_evidence(ev, assessment) if f.samples]
     text = prom.render(families)
-    path = os.path.join(p["textfile_dir"], filename)
+    path = os.path.join(textfile_dir, filename)
     before, before_mode = evidence.current_file(sysroot, path)
     after = text.encode("utf-8")
     changed = before != after or before_mode != mode

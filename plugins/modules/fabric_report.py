@@ -15,6 +15,8 @@ description:
   - Builds one fleet report from the status of every concern of every node (C(gpufabric_concerns) - C(ok),
     C(drift), C(error), C(not_checked), C(not_applicable), each with a one-line reason and its items) and writes it
     as JSON (schema C(gpufabric.drift/v2)) and Markdown.
+  - Every report says when it was made (O(generated), UTC ISO 8601) and which inventory hosts it covers out of how
+    many (C(coverage), from O(scope)); a report of a C(--limit) run names the hosts it left out.
   - Every managed concern a node did not report is C(not_checked); an unreachable node has every concern
     C(not_checked). Only C(ok) reads as "as desired".
   - A node's verdict is C(ok) only when every concern is C(ok) or C(not_applicable), no reboot is pending and no
@@ -23,7 +25,7 @@ description:
     The statuses and the verdict are the ones M(gpufabric.node.fleet_report) and M(gpufabric.node.fabric_metrics)
     show (one shared computation).
   - "Meant to run once on the controller (C(delegate_to: localhost), C(run_once: true)) at the end of C(drift.yml)."
-  - Files are written atomically and only when their content changes.
+  - Files are written atomically and only when their content changes (the time stamp is part of the content).
 version_added: 0.1.0
 author:
   - gpufabric developers (@gpufabric)
@@ -54,13 +56,46 @@ options:
     choices: [cmdline, acs, dcb, rdma_cm, ecn, sysctl, routing, mtu, nccl, persistence, nfs_mounts, pcie_link,
       gpudirect_rdma, fabric_manager, gds, vendor_client]
   dest:
-    description: Directory the report files are written to (created when missing).
+    description:
+      - Directory the report files are written to (created when missing); a relative path is taken from the
+        current directory (for a task delegated to the controller, the one C(ansible-playbook) runs in).
     type: path
     required: true
   basename:
     description: File name without extension.
     type: str
     default: drift-report
+  also_basenames:
+    description:
+      - Further file names (without extension) the same report is written to, for example the check's
+        C(drift-report) in a fix run, so that no older report there is left standing beside the newer one.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.2.0
+  generated:
+    description:
+      - When the report was made, ISO 8601 (for example C(2026-01-01T00:00:00Z)). Default - the current time, UTC.
+    type: str
+    version_added: 0.2.0
+  scope:
+    description:
+      - What the play targeted, for the report's C(coverage) (hosts covered out of the inventory hosts of the
+        pattern, whether a C(--limit) applied, the hosts left out). Left out, the coverage names only the hosts in
+        the report.
+    type: dict
+    version_added: 0.2.0
+    suboptions:
+      pattern:
+        description: The play's host pattern (for example C(all)).
+        type: str
+      inventory_hosts:
+        description: The inventory hosts the pattern names without C(--limit).
+        type: list
+        elements: str
+      limit:
+        description: The C(--limit) of the run (C(ansible_limit)), if any.
+        type: str
   formats:
     description: Which files to write.
     type: list
@@ -98,7 +133,11 @@ EXAMPLES = r"""
       {{ dict(groups['all'] | zip(groups['all'] | map('extract', hostvars)
          | map(attribute='__gpufabric_node_result', default={'unreachable': true}))) }}
     managed_concerns: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence]
-    dest: "{{ playbook_dir }}/../reports"
+    dest: reports
+    scope:
+      pattern: all
+      inventory_hosts: "{{ query('ansible.builtin.inventory_hostnames', 'all') }}"
+      limit: "{{ ansible_limit | default(omit) }}"
   delegate_to: localhost
   run_once: true
   register: report
@@ -145,7 +184,10 @@ summary:
            "attention": ["sim1"]}
 report:
   description:
-    - "The whole report (schema C(gpufabric.drift/v2)). C(nodes.<host>) holds C(concerns) (C({<concern>: {status,
+    - "The whole report (schema C(gpufabric.drift/v2)). C(generated) says when it was made (UTC ISO 8601);
+      C(coverage) which inventory hosts it covers - C({hosts, inventory_hosts, pattern, limit, limited, left_out,
+      complete}) (C(hosts) and C(inventory_hosts) are counts, C(left_out) the inventory hosts of the pattern not in
+      the report; C(inventory_hosts), C(left_out) and C(complete) are null without O(scope)). C(nodes.<host>) holds C(concerns) (C({<concern>: {status,
       reason, items[, corrected]}}) for every managed concern), C(verdict) (C({status, reasons}), status C(ok),
       C(attention) or C(unreachable)), C(counts) (per status), C(drifted), C(items) and C(by_concern) (the
       deviations, derived from the concerns), C(reboot_required), C(unreachable), C(errors) and C(source)
@@ -164,6 +206,8 @@ markdown:
 """
 
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
@@ -178,6 +222,13 @@ def main():
             managed_concerns=dict(type="list", elements="str", choices=list(concerns.NAMES)),
             dest=dict(type="path", required=True),
             basename=dict(type="str", default="drift-report"),
+            also_basenames=dict(type="list", elements="str", default=[]),
+            generated=dict(type="str"),
+            scope=dict(type="dict", options=dict(
+                pattern=dict(type="str"),
+                inventory_hosts=dict(type="list", elements="str"),
+                limit=dict(type="str"),
+            )),
             formats=dict(type="list", elements="str", choices=["json", "markdown"], default=["json", "markdown"]),
             title=dict(type="str", default="gpufabric drift report"),
             fixed=dict(type="bool", default=False),
@@ -186,12 +237,19 @@ def main():
     )
     inputs.guard(module, text=("nodes",))
     p = module.params
+    # a relative dest is the directory ansible-playbook runs in (the controller's), never the playbook's
+    p["dest"] = os.path.abspath(p["dest"])
     try:
         inputs.file_name(p["basename"], "basename")
+        for name in p["also_basenames"]:
+            inputs.file_name(name, "also_basenames")
+        if p["generated"] is not None:
+            inputs.timestamp(p["generated"], "generated")
     except inputs.InputError as e:
         module.fail_json(msg=str(e))
     try:
-        report = rpt.build(p["nodes"], p["managed_concerns"], fixed=p["fixed"])
+        report = rpt.build(p["nodes"], p["managed_concerns"], fixed=p["fixed"], generated=p["generated"],
+                           scope=p["scope"])
     except rpt.ReportError as e:
         module.fail_json(msg="cannot build the drift report: %s" % e)
     for host, error in rpt.unusable_nodes(report["nodes"]).items():
@@ -199,9 +257,13 @@ def main():
     markdown = rpt.to_markdown(report, p["title"], fixed=p["fixed"])
     contents = {"json": rpt.to_json(report), "markdown": markdown}
     ext = {"json": ".json", "markdown": ".md"}
+    files, changed = [], False
     try:
-        files, changed = rpt.write_files(Sysroot("/"), p["dest"], p["basename"],
-                                         dict((f, contents[f]) for f in p["formats"]), ext, module.check_mode)
+        for name in [p["basename"]] + [b for b in p["also_basenames"] if b != p["basename"]]:
+            written, differs = rpt.write_files(Sysroot("/"), p["dest"], name,
+                                               dict((f, contents[f]) for f in p["formats"]), ext, module.check_mode)
+            files.extend(written)
+            changed = changed or differs
     except (IOError, OSError) as e:
         module.fail_json(msg="cannot write the report files in %s: %s" % (p["dest"], e))
     module.exit_json(changed=changed, summary=report["summary"], report=report, files=files, markdown=markdown)

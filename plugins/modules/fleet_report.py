@@ -23,12 +23,15 @@ description:
     NVSwitches without a running Fabric Manager); any other node needs attention, with the reasons listed. The
     statuses and the verdict are computed by the code M(gpufabric.node.fabric_report) and
     M(gpufabric.node.fabric_metrics) use.
-  - The HTML page is self-contained (inline CSS and SVG, no script, no external assets). At the top it has one row per
-    node with its verdict and a badge per concern. Per node it lists the verdict's reasons, the status of every
-    concern, the deviations, the GDS verdict with its reasons, the GPU kernel module flavour and the Fabric Manager
-    state, draws the GPU/NIC/NUMA map (NUMA nodes as boxes, GPUs and RDMA NICs inside, one line per GPU/NIC pair
-    coloured by the PCIe relation PIX/PXB/PHB/NODE/SYS, cross-NUMA pairs dashed) and lists the pairs with the ACS
-    control of the bridges on their path. The layout holds from 1024 px wide up.
+  - The HTML page is self-contained (inline CSS and SVG, no script, no external assets). At the top it says when it
+    was made and which inventory hosts it covers, then one row per node with its verdict and a badge per concern,
+    problem nodes first (unreachable, error, drift, not checked, other attention) and the ok nodes collapsed after
+    them, with a filter by concern and status (radio buttons and CSS; it works in the static file). Per problem
+    node (and per ok node, collapsed, while there are at most 50 of them) it lists the verdict's reasons, the status
+    of every concern, the deviations, the GDS verdict with its reasons, the GPU kernel module flavour and the
+    Fabric Manager state, draws the GPU/NIC/NUMA map (NUMA nodes as boxes, GPUs and RDMA NICs inside, one line per
+    GPU/NIC pair coloured by the PCIe relation PIX/PXB/PHB/NODE/SYS, cross-NUMA pairs dashed) and lists the pairs
+    with the ACS control of the bridges on their path. The layout holds from 1024 px wide up.
   - What changed since the last report (verdict, concern statuses, pairs, deviations, driver, Fabric Manager, IOMMU,
     GDS) is computed against the previous JSON report of the same name in O(dest); a C(gpufabric.fleet/v1) report
     is read too (it holds no concern statuses, so those are compared from the next report on).
@@ -67,7 +70,9 @@ options:
     choices: [cmdline, acs, dcb, rdma_cm, ecn, sysctl, routing, mtu, nccl, persistence, nfs_mounts, pcie_link,
       gpudirect_rdma, fabric_manager, gds, vendor_client]
   dest:
-    description: Directory of the report files (created when missing).
+    description:
+      - Directory of the report files (created when missing); a relative path is taken from the current directory
+        (for a task delegated to the controller, the one C(ansible-playbook) runs in).
     type: path
     required: true
   basename:
@@ -79,9 +84,28 @@ options:
     type: str
     default: gpufabric fleet report
   generated:
-    description: Time stamp shown in the report (for example C(now(utc=true\))); left out, the report carries none
-      and an unchanged fleet gives unchanged files.
+    description:
+      - When the report was made, ISO 8601 (for example C(now(utc=true\))). Default - the current time, UTC (every
+        report says when it was made).
     type: str
+  scope:
+    description:
+      - What the play targeted, for the report's C(coverage) (hosts covered out of the inventory hosts of the
+        pattern, whether a C(--limit) applied, the hosts left out). Left out, the coverage names only the hosts in
+        the report.
+    type: dict
+    version_added: 0.2.0
+    suboptions:
+      pattern:
+        description: The play's host pattern (for example C(all)).
+        type: str
+      inventory_hosts:
+        description: The inventory hosts the pattern names without C(--limit).
+        type: list
+        elements: str
+      limit:
+        description: The C(--limit) of the run (C(ansible_limit)), if any.
+        type: str
   formats:
     description: Which files to write.
     type: list
@@ -108,8 +132,8 @@ EXAMPLES = r"""
       {{ dict(groups['all'] | zip(groups['all'] | map('extract', hostvars)
          | map(attribute='__report_node', default={'unreachable': true}))) }}
     managed_concerns: [cmdline, acs, dcb, rdma_cm, sysctl, routing, nccl, persistence, gds]
-    dest: "{{ playbook_dir }}/../reports"
-    generated: "{{ now(utc=true).isoformat() }}"
+    dest: reports
+    generated: "{{ now(utc=true).strftime('%Y-%m-%dT%H:%M:%SZ') }}"
   delegate_to: localhost
   run_once: true
   register: fleet
@@ -136,6 +160,12 @@ changes:
   returned: always
   type: list
   elements: dict
+change_lines:
+  description: The changes as lines of text naming the node and what changed (C(sim1 concern dcb - ok -> drift)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["sim1 concern dcb: ok -> drift", "sim1 status: ok -> attention"]
 files:
   description: Paths of the report files.
   returned: always
@@ -147,7 +177,9 @@ report:
       items[, corrected]}}) for every managed concern), C(verdict) (C({status, reasons}), status C(ok),
       C(attention) or C(unreachable)), C(status) (the verdict's), C(counts), C(drift) and C(by_concern) (the
       deviations, derived from the concerns), C(blocking) (the warnings that keep it from ok) and the facts the page
-      shows."
+      shows. C(generated) says when it was made (UTC ISO 8601), C(coverage) which inventory hosts it covers
+      (C({hosts, inventory_hosts, pattern, limit, limited, left_out, complete}), as M(gpufabric.node.fabric_report)
+      returns it)."
   returned: always
   type: dict
 """
@@ -174,12 +206,19 @@ def main():
             basename=dict(type="str", default="fleet-report"),
             title=dict(type="str", default="gpufabric fleet report"),
             generated=dict(type="str"),
+            scope=dict(type="dict", options=dict(
+                pattern=dict(type="str"),
+                inventory_hosts=dict(type="list", elements="str"),
+                limit=dict(type="str"),
+            )),
             formats=dict(type="list", elements="str", choices=list(EXT), default=list(EXT)),
         ),
         supports_check_mode=True,
     )
     inputs.guard(module, text=("nodes",))
     p = module.params
+    # a relative dest is the directory ansible-playbook runs in (the controller's), never the playbook's
+    p["dest"] = os.path.abspath(p["dest"])
     try:
         inputs.file_name(p["basename"], "basename")
         if p["generated"] is not None:
@@ -200,7 +239,7 @@ def main():
             module.warn("%s is not a %s report; no changes are listed" % (json_path, " or ".join(fr.PREVIOUS_SCHEMAS)))
             previous = None
     try:
-        rep = fr.build(p["nodes"], previous, p["title"], p["generated"], p["managed_concerns"])
+        rep = fr.build(p["nodes"], previous, p["title"], p["generated"], p["managed_concerns"], p["scope"])
     except fr.FleetReportError as e:
         module.fail_json(msg="cannot build the fleet report: %s" % e)
     for host, error in report.unusable_nodes(rep["nodes"]).items():
@@ -211,7 +250,8 @@ def main():
                                             dict((f, contents[f]) for f in p["formats"]), EXT, module.check_mode)
     except (IOError, OSError) as e:
         module.fail_json(msg="cannot write the report files in %s: %s" % (p["dest"], e))
-    module.exit_json(changed=changed, summary=rep["summary"], changes=rep["changes"], files=files, report=rep)
+    module.exit_json(changed=changed, summary=rep["summary"], changes=rep["changes"],
+                     change_lines=[fr.change_text(c) for c in rep["changes"]], files=files, report=rep)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,26 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Where the one-call check's time goes on a node (run inside it: gpufabric_sim exec).
+"""Where the one-call check's and the evidence timer's time goes on a node (run inside it: gpufabric_sim exec).
 
-usage: python check_profile.py DESIRED_JSON [REPS]
+usage: python check_profile.py DESIRED_JSON [REPS] [EVIDENCE_SCRIPT]
+
 Runs ``node_check.evaluate`` in this process, as the fabric_check module does, with a runner that records every
 command it starts. Prints JSON: the whole evaluation's median and its CPU (this process and its children), the
 seconds of each evaluator (discovery included in the first that needs it, as in the module), and each command
 name with its count and seconds. Read-only: the evaluation runs every concern body in check mode.
+
+With EVIDENCE_SCRIPT (the ``gpufabric-evidence`` script ``fabric_persist`` installed on the node), also the node
+profile of the evidence timer (``node_profile``):
+
+* ``gather``: ``evidence_timer.gather`` + ``render`` in this process (the evaluation and the timer's own evidence:
+  discovery only when the evaluation gave no facts, the DCB state, ToS, counters), CPU split into the evaluation,
+  the timer's own reading, and the child processes by command;
+* ``imports``: a fresh interpreter of the node's Python (the script's shebang) with ``-I -S`` (no site, no
+  environment: what the node has, no Ansible) importing ``boot.evidence_timer`` from the installed copy (lib_dir),
+  against the same interpreter doing nothing;
+* ``run``: the installed script as the timer runs it (``python3 -I -S SCRIPT --stdout``), its CPU and its
+  children's (the tools it starts): one timer interval's cost on this node.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,27 +31,31 @@ import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import time
 
+from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence_timer
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
+from ansible_collections.gpufabric.node.plugins.module_utils.host import runner as runner_mod
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import LocalRunner
 
 
 class RecordingRunner(LocalRunner):
-    """LocalRunner that keeps (command name, seconds) of every command it runs."""
+    """LocalRunner that keeps (command name, seconds, CPU-s of the child) of every command it runs."""
 
     def __init__(self):
         super(RecordingRunner, self).__init__()
         self.commands = []
 
     def run_command(self, args, environ_update=None, check_rc=False, **kw):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), children_cpu_s()
         try:
             return super(RecordingRunner, self).run_command(args, environ_update, check_rc, **kw)
         finally:
-            self.commands.append((os.path.basename(str(list(args)[0])), time.perf_counter() - t0))
+            self.commands.append((os.path.basename(str(list(args)[0])), time.perf_counter() - t0,
+                                  children_cpu_s() - c0))
 
 
 def timed_registry(times):
@@ -64,12 +81,34 @@ def cpu_s():
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def main(argv):
-    with open(argv[1]) as f:
-        desired = json.load(f)
-    reps = int(argv[2]) if len(argv) > 2 else 3
+def children_cpu_s():
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
+def command_table(per_rep):
+    """[[(name, seconds, cpu)] per repetition] -> {name: {count, s, cpu_s}} (medians over repetitions)."""
+    per_cmd = {}
+    for commands in per_rep:
+        rep = {}
+        for name, s, c in commands:
+            e = rep.setdefault(name, [0, 0.0, 0.0])
+            e[0] += 1
+            e[1] += s
+            e[2] += c
+        for name, v in rep.items():
+            per_cmd.setdefault(name, []).append(v)
+    return dict((k, {"count": v[0][0], "s": round(statistics.median([x[1] for x in v]), 4),
+                     "cpu_s": round(statistics.median([x[2] for x in v]), 4)}) for k, v in sorted(per_cmd.items()))
+
+
+def med(values):
+    return round(statistics.median(values), 4)
+
+
+def profile_evaluate(desired, reps):
     original = node_check.REGISTRY
-    walls, cpus, per_eval, per_cmd, statuses = [], [], {}, {}, {}
+    walls, cpus, per_eval, per_rep, statuses = [], [], {}, [], {}
     for _rep in range(reps):
         times, runner = {}, RecordingRunner()
         node_check.REGISTRY = timed_registry(times)
@@ -82,23 +121,110 @@ def main(argv):
         cpus.append(cpu_s() - c0)
         for k, v in times.items():
             per_eval.setdefault(k, []).append(v)
-        rep_cmd = {}
-        for name, s in runner.commands:
-            c = rep_cmd.setdefault(name, [0, 0.0])
-            c[0] += 1
-            c[1] += s
-        for name, (count, s) in rep_cmd.items():
-            per_cmd.setdefault(name, []).append((count, s))
+        per_rep.append(runner.commands)
         statuses = dict((n, d["status"]) for n, d in res["concerns"].items())
-    out = {
+    commands = command_table(per_rep)
+    return {
         "reps": reps,
-        "evaluate_s": round(statistics.median(walls), 4),
-        "evaluate_cpu_s": round(statistics.median(cpus), 4),
-        "evaluators_s": dict((k, round(statistics.median(v), 4)) for k, v in sorted(per_eval.items())),
-        "commands": dict((k, {"count": v[0][0], "s": round(statistics.median([x[1] for x in v]), 4)})
-                         for k, v in sorted(per_cmd.items())),
+        "evaluate_s": med(walls),
+        "evaluate_cpu_s": med(cpus),
+        "evaluate_children_cpu_s": round(sum(c["cpu_s"] for c in commands.values()), 4),
+        "evaluators_s": dict((k, med(v)) for k, v in sorted(per_eval.items())),
+        "commands": commands,
         "statuses": statuses,
     }
+
+
+def profile_gather(desired_path, reps):
+    """evidence_timer.gather + render in this process: the evaluation's and the timer's own share."""
+    out = {"cpu_s": [], "evaluate_cpu_s": [], "own_cpu_s": [], "render_cpu_s": [], "wall_s": []}
+    per_rep, own_rep, text = [], [], ""
+    for _rep in range(reps):
+        backend = RecordingRunner()
+        spent = {}
+
+        def evaluate(d, sysroot, run, spent=spent, backend=backend):  # pylint: disable=dangerous-default-value
+            c0 = cpu_s()
+            try:
+                return evidence_timer.default_evaluate(d, sysroot, run)
+            finally:
+                spent["evaluate"] = cpu_s() - c0
+                spent["commands"] = len(backend.commands)
+        sysroot = Sysroot()
+        c0, t0 = cpu_s(), time.perf_counter()
+        # as evidence_timer.main: the evaluation and the timer's own reads share one snapshot
+        run = runner_mod.CommandRunner(node_check.SnapshotRunner(backend))
+        ev, _warnings = evidence_timer.gather(sysroot, run, evaluate=evaluate, desired_path=desired_path)
+        c1 = cpu_s()
+        text = evidence_timer.render(ev)[0]
+        c2 = cpu_s()
+        out["wall_s"].append(time.perf_counter() - t0)
+        out["cpu_s"].append(c2 - c0)
+        out["evaluate_cpu_s"].append(spent.get("evaluate", 0.0))
+        out["own_cpu_s"].append(c1 - c0 - spent.get("evaluate", 0.0))
+        out["render_cpu_s"].append(c2 - c1)
+        per_rep.append(backend.commands)
+        own_rep.append(backend.commands[spent.get("commands", 0):])
+    res = dict((k, med(v)) for k, v in out.items())
+    res["commands"] = command_table(per_rep)
+    res["own_commands"] = command_table(own_rep)
+    res["samples"] = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+    res["statuses"] = dict((n, d["status"]) for n, d in ev["node"]["concerns"].items())
+    return res
+
+
+def child_cpu(argv, env=None):
+    """(rc, CPU-s of ``argv`` and everything it waited for, wall seconds, stdout, stderr)."""
+    c0, t0 = children_cpu_s(), time.perf_counter()
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env,
+                       check=False)
+    return p.returncode, children_cpu_s() - c0, time.perf_counter() - t0, p.stdout, p.stderr
+
+
+def node_python(script):
+    with open(script) as f:
+        first = f.readline()
+    return first[2:].strip().split()[0]
+
+
+def profile_process(script, desired_path, reps):
+    """The installed script as the timer runs it, and its imports in a fresh ``-I -S`` interpreter."""
+    python = node_python(script)
+    lib = os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(script)), "..", "lib", "gpufabric"))
+    imp = ("import sys; sys.path.insert(0, %r); "
+           "from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence_timer" % lib)
+    bare, imports, runs, run_walls, modules = [], [], [], [], 0
+    rc = None
+    err = ""
+    for _rep in range(reps):
+        bare.append(child_cpu([python, "-I", "-S", "-c", "pass"])[1])
+        imports.append(child_cpu([python, "-I", "-S", "-c", imp])[1])
+        rc, cpu, wall, _so, err = child_cpu([python, "-I", "-S", script, "--desired", desired_path, "--stdout"])
+        runs.append(cpu)
+        run_walls.append(wall)
+    p = subprocess.run([python, "-I", "-S", "-c", imp + "; print(len([m for m in sys.modules "
+                        "if m.startswith('ansible_collections.')]))"], stdout=subprocess.PIPE,
+                       universal_newlines=True, check=False)
+    try:
+        modules = int(p.stdout.strip())
+    except ValueError:
+        modules = None
+    return {"python": python, "interpreter_cpu_s": med(bare),
+            "imports_cpu_s": med([i - b for i, b in zip(imports, bare)]),
+            "collection_modules_imported": modules, "run_rc": rc, "run_cpu_s": med(runs), "run_wall_s": med(run_walls),
+            "run_stderr_tail": err[-300:]}
+
+
+def main(argv):
+    with open(argv[1]) as f:
+        desired = json.load(f)
+    reps = int(argv[2]) if len(argv) > 2 else 3
+    out = profile_evaluate(desired, reps)
+    if len(argv) > 3:
+        script = argv[3]
+        desired_path = "/etc/gpufabric/desired.json"
+        out["node_profile"] = {"gather": profile_gather(desired_path, reps),
+                               "process": profile_process(script, desired_path, reps)}
     print(json.dumps(out, sort_keys=True))
     return 0
 

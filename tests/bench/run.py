@@ -4,6 +4,7 @@
 """Benchmark: gpufabric.node against a builtin-modules baseline on simulated fleets (tests/lab).
 
     .venv/bin/python tests/bench/run.py [--quick] [--sizes 1,8,32,64] [--reps 3] [--forks 16]
+    .venv/bin/python tests/bench/run.py --node-profile --name NAME   (the node's cost of one evaluation)
 
 Per fleet size: create a fleet of hgx-h200 nodes, then per repetition (order alternating collection/baseline):
 reset the fleet to its pristine state (files restored, simulated reboot), full converge (timed), no-op drift
@@ -113,8 +114,8 @@ def sim(*args):
 
 
 class Fleet(object):
-    def __init__(self, path, n):
-        self.path, self.n = path, n
+    def __init__(self, path, n, topology="hgx-h200"):
+        self.path, self.n, self.topology = path, n, topology
         self.inventory = os.path.join(path, "inventory.yml")
         self.nodes = ["sim%d" % i for i in range(1, n + 1)]
         self.pristine = path + ".pristine"
@@ -122,7 +123,7 @@ class Fleet(object):
     def create(self):
         self.destroy()
         t0 = time.time()
-        out = json.loads(sim("create", "--fleet", self.path, "--nodes", str(self.n), "--topology", "hgx-h200"))
+        out = json.loads(sim("create", "--fleet", self.path, "--nodes", str(self.n), "--topology", self.topology))
         self.create_s = time.time() - t0
         self.nodes = out["nodes"]
         for node in self.nodes:
@@ -346,13 +347,14 @@ def inprocess(fleet, reps):
         return {"error": (so + se)[-500:]}
 
 
-def check_profile(fleet, reps):
+def check_profile(fleet, reps, host_vars=None, evidence_script=None):
     """The one-call check's evaluation on the node, in-process (tests/bench/check_profile.py): seconds per
-    evaluator and the commands it starts, against the desired document of a host without inventory variables."""
+    evaluator and the commands it starts, against the desired document of a host with ``host_vars`` (default none).
+    With ``evidence_script`` (the installed gpufabric-evidence), also the evidence timer's node profile."""
     sys.path[:0] = [os.path.join(REPO, "tests", "unit"), BUILD]
     try:
         import desired_doc
-        doc = desired_doc.resolve()
+        doc = desired_doc.resolve(host_vars)
     finally:
         del sys.path[:2]
     fd, path = tempfile.mkstemp(suffix=".json", prefix="bench-desired-")
@@ -360,13 +362,67 @@ def check_profile(fleet, reps):
         json.dump(doc, f)
     try:
         rc, so, se = node_exec(fleet, fleet.nodes[0], ["env", "PYTHONPATH=%s" % BUILD, os.path.join(BIN, "python"),
-                                                       os.path.join(HERE, "check_profile.py"), path, str(reps)])
+                                                       os.path.join(HERE, "check_profile.py"), path, str(reps)] +
+                               ([evidence_script] if evidence_script else []))
     finally:
         os.unlink(path)
     try:
         return json.loads(so.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"error": (so + se)[-500:]}
+
+
+def real_tool_cpu(reps=20):
+    """CPU-s of one start of this machine's own C tools (iproute2 ``dcb``/``ip``): what a process costs on a real
+    node, against the simulator's Python emulators. ``dcb -j app show dev lo`` fails (lo has no DCB) after the same
+    start, netlink socket and request as a read."""
+    out = {}
+    for name, argv in (("dcb", ["dcb", "-j", "app", "show", "dev", "lo"]), ("ip", ["ip", "-j", "link", "show"])):
+        path = shutil.which(argv[0])
+        if not path:
+            continue
+        cpus = []
+        for _i in range(reps):
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run([path] + argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+        out[name] = round(statistics.median(cpus), 4)
+    return out
+
+
+NODE_PROFILE_IPROUTE2 = ("6.1.0", "6.5.0")
+
+
+def node_profile(args, logroot):
+    """The node's cost of one evaluation and one evidence timer run (issue 23 item 8): per iproute2 release of the
+    simulator (6.1: the batch defect of Debian bookworm and Ubuntu 24.04; 6.5: whole batches), a converged
+    hgx-h200 node with the evidence timer installed, profiled by check_profile.py."""
+    out = {"load_start": loadavg(), "real_tool_cpu_s": real_tool_cpu(), "iproute2": {}}
+    with open(os.path.join(LAB, "topologies", "hgx-h200.yml")) as f:
+        base = f.read()
+    for version in NODE_PROFILE_IPROUTE2:
+        topo = os.path.join(args.workdir, "hgx-h200-iproute2-%s.yml" % version)
+        os.makedirs(args.workdir, exist_ok=True)
+        with open(topo, "w") as f:
+            f.write(re.sub(r'(?m)^iproute2_version: .*$', 'iproute2_version: "%s"' % version, base))
+        log("node profile, iproute2 %s: creating and converging" % version)
+        fleet = Fleet(os.path.join(args.workdir, "np-%s" % version.replace(".", "")), 1, topology=topo)
+        fleet.create()
+        logdir = os.path.join(logroot, "node-profile-%s" % version)
+        os.makedirs(logdir, exist_ok=True)
+        try:
+            conv = playbook(fleet, os.path.join(REPO, "playbooks", "provision.yml"),
+                            ["-e", "persistence_evidence=true"], args.forks, logdir, "converge")
+            res = {"converge_rc": conv["rc"]}
+            if conv["rc"] == 0:
+                script = os.path.join(fleet.root(fleet.nodes[0]), "usr", "local", "sbin", "gpufabric-evidence")
+                res.update(check_profile(fleet, args.module_reps, {"persistence_evidence": True}, script))
+            out["iproute2"][version] = res
+        finally:
+            fleet.destroy()
+    out["load_end"] = loadavg()
+    return out
 
 
 def vendor_nfs_cached(reps):
@@ -741,6 +797,9 @@ def main(argv=None):
     ap.add_argument("--name", default="latest")
     ap.add_argument("--mitogen", action="store_true", help="also run the drift check under Mitogen (1 node)")
     ap.add_argument("--mitogen-venv", default="/tmp/mitovenv")
+    ap.add_argument("--node-profile", action="store_true",
+                    help="only the node profile: one evaluation and one evidence timer run on a converged 8-rail "
+                         "node, per simulated iproute2 release (writes NAME.json)")
     ap.add_argument("--replot", metavar="JSON", help="only redraw the plot and the Markdown from a results JSON")
     ap.add_argument("--max-load", type=float, default=None,
                     help="wait (up to 10 min) until the 1-minute load average is below this before starting")
@@ -759,7 +818,7 @@ def main(argv=None):
     sizes = [1, 8] if args.quick else [int(x) for x in args.sizes.split(",")]
     if args.quick:
         args.reps = min(args.reps, 2)
-    have_plot = ensure_matplotlib()
+    have_plot = args.node_profile or ensure_matplotlib()
     if args.max_load is not None:
         deadline = time.time() + 600
         while loadavg()[0] > args.max_load and time.time() < deadline:
@@ -768,6 +827,13 @@ def main(argv=None):
     os.makedirs(args.workdir, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
     logroot = tempfile.mkdtemp(prefix="logs-", dir=args.workdir)
+    if args.node_profile:
+        res = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpus": os.cpu_count(),
+               "python": platform.python_version(), "logs": logroot, "node_profile": node_profile(args, logroot)}
+        with open(os.path.join(args.out, args.name + ".json"), "w") as f:
+            json.dump(res, f, indent=1, sort_keys=True)
+        log("done: %s" % os.path.join(args.out, args.name + ".json"))
+        return 0
     import ansible
     results = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpus": os.cpu_count(),
                "python": platform.python_version(), "ansible_core": ansible.__version__, "forks": args.forks,

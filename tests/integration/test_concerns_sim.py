@@ -61,7 +61,13 @@ def test_no_boot_loader_node_reports_every_concern_and_the_injected_drift(fleet,
     rails = _rails(fleet, "cs2")
     fleet.sh("cs2", "dcb app del dev %s dscp-prio 26:3" % rails[1])
     fleet.sh("cs2", "sysctl -qw net.ipv4.conf.%s.arp_ignore=0" % rails[3])
+    # two NVLink links of GPU 2 untrained (the simulator's nvidia-smi reads its own state file)
+    nvlink_down = os.path.join(fleet.root("cs2"), "var/lib/gpufabric-sim/nvlink/down")
+    os.makedirs(os.path.dirname(nvlink_down), exist_ok=True)
+    with open(nvlink_down, "w") as f:
+        f.write("2 7\n2 8\n")
     rc, out = fleet.playbook("drift.yml", "-e", "gpufabric_report_dir=%s" % tmp_path, "-l", "cs2,localhost")
+    os.unlink(nvlink_down)
     assert rc != 0, out
     report = json.loads((tmp_path / "drift-report.json").read_text())
     st = _statuses(report, "cs2")
@@ -76,6 +82,8 @@ def test_no_boot_loader_node_reports_every_concern_and_the_injected_drift(fleet,
     items = dict(((i["object"], i["key"]), i) for c in ("dcb", "sysctl")
                  for i in report["nodes"]["cs2"]["concerns"][c]["items"])
     assert (rails[1], "dscp_prio:26") in items and (rails[3], "arp_ignore") in items, items
+    fm = report["nodes"]["cs2"]["concerns"]["fabric_manager"]
+    assert fm["status"] == "drift" and "GPU 2: NVLink link(s) 7, 8 down" in fm["reason"], fm
     # put it back for the other tests
     rc, out = fleet.playbook("drift.yml", "-e", "gpufabric_report_dir=%s" % tmp_path, "-e", "gpufabric_fix=true",
                              "-l", "cs2,localhost")
@@ -106,6 +114,8 @@ def test_a_failing_module_hides_no_other_concern(fleet, tmp_path):
         assert all(st[c] != "not_checked" for c in CORE), st
         assert st["rdma_cm"] == "ok" and st["sysctl"] == "ok" and st["nccl"] == "ok", st
         assert "Operation not supported" in report["nodes"]["cs1"]["concerns"]["dcb"]["reason"]
+        fm = report["nodes"]["cs1"]["concerns"]["fabric_manager"]
+        assert fm["status"] == "ok" and "8 GPU(s), 144 link(s) active" in fm["reason"], fm
     html = (tmp_path / "fleet-report.html").read_text()
     assert "error" in html and "Operation not supported" in html
     # provisioned without a reboot: the IOMMU is still translated and the boot loader waits for a reboot

@@ -12,12 +12,14 @@ __metaclass__ = type
 
 import json
 import os
+import re
+import subprocess
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fleet import Fleet, recap, why_not  # noqa: E402  pylint: disable=wrong-import-position
+from fleet import BIN, Fleet, env, recap, why_not  # noqa: E402  pylint: disable=wrong-import-position
 
 WHY = why_not()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -55,11 +57,34 @@ def test_provision_converges(fleet):
     assert set(first) == set(NODES) and all(r["changed"] > 0 and r["failed"] == 0 for r in first.values()), out
 
 
+def quiet(out):
+    """A drift.yml console (issue 23, item 7): each warning once (discovery's warnings are not repeated as the facts
+    body's "gpufabric_facts: ..."), and no warning about a host pattern (the fix group) that matches nothing."""
+    warnings = re.findall(r"^\[WARNING\]: (.*)$", out, re.M)
+    assert warnings, "the simulated nodes warn (cross-NUMA pairs, translated IOMMU): the check must see them"
+    assert len(warnings) == len(set(warnings)), warnings
+    assert [w for w in warnings if any(w != v and w.endswith(": " + v) for v in warnings)] == [], warnings
+    assert "Could not match supplied host pattern" not in out, out
+
+
 def test_drift_clean_after_provision(fleet, tmp_path):
     rc, out = fleet.playbook("drift.yml", "-e", "gpufabric_report_dir=%s" % tmp_path)
     assert rc == 0, out
+    quiet(out)
     report = json.loads((tmp_path / "drift-report.json").read_text())
     assert report["summary"]["drifted_nodes"] == [] and report["summary"]["drift_items"] == 0
+    assert report["coverage"] == {"hosts": 2, "inventory_hosts": 2, "pattern": "all", "limit": None,
+                                  "limited": False, "left_out": [], "complete": True}
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z", report["generated"]), report["generated"]
+
+
+def drift_by_name(fleet, cwd, *extra):
+    """drift.yml run by its name (gpufabric.node.drift, as from an installed collection) in the directory ``cwd``."""
+    os.makedirs(str(cwd))
+    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", fleet.inventory, "gpufabric.node.drift"] + list(extra)
+    p = subprocess.run(cmd, cwd=str(cwd), env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, timeout=900, check=False)
+    return p.returncode, p.stdout
 
 
 def _inject(fleet):
@@ -99,6 +124,18 @@ def test_drift_reports_exactly_the_injected_items_and_fix_corrects_only_them(fle
     assert got == expected
     assert report["nodes"]["sim2"]["items"] == []
     assert (tmp_path / "drift-report.md").read_text().count("| sim1 | DRIFT | 5 |") == 1
+    quiet(out)
+
+    # --limit: the drifted node alone, by the playbook's name from another directory; the report (in that
+    # directory's reports/) covers 1 of the 2 inventory hosts and names the other; rc != 0 on its drift
+    rc, out = drift_by_name(fleet, tmp_path / "cwd", "--limit", "sim1")
+    assert rc != 0 and "Drift on sim1" in out, out
+    quiet(out)
+    limited = json.loads((tmp_path / "cwd" / "reports" / "drift-report.json").read_text())
+    assert sorted(limited["nodes"]) == ["sim1"] and limited["summary"]["drifted_nodes"] == ["sim1"]
+    assert limited["coverage"] == {"hosts": 1, "inventory_hosts": 2, "pattern": "all", "limit": "sim1",
+                                   "limited": True, "left_out": ["sim2"], "complete": False}
+    assert "Covers 1 of 2 inventory host(s) (pattern all, --limit sim1); left out: sim2." in " ".join(out.split())
     # check mode wrote nothing on any node
     assert {n: fleet.hash(n) for n in NODES} == before
 
@@ -106,6 +143,9 @@ def test_drift_reports_exactly_the_injected_items_and_fix_corrects_only_them(fle
     assert rc == 0, out
     fixed = json.loads((tmp_path / "drift-fixed.json").read_text())
     assert {(i["concern"], i["object"], i["key"]) for i in fixed["nodes"]["sim1"]["items"]} == expected
+    # the drift report no longer shows the drift the fix corrected: the fix run rewrote it
+    assert json.loads((tmp_path / "drift-report.json").read_text()) == fixed
+    assert fixed["fixed"] and fixed["summary"]["drifted_nodes"] == []
     assert recap(out)["sim2"]["changed"] == 0
     after = {r: dcb_counters(fleet, "sim1", r) for r in rails}
     # PFC touched on the one drifted rail only; the link toggled once there (off -> {3}), nowhere else

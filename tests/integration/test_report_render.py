@@ -284,3 +284,67 @@ def test_layout_check_catches_a_broken_layout(wide_fleet, name, css, expected):
     problems, _client, _sections, _cells, _png = layout_problems(path, 1024, tmp, name.replace(" ", "-"), css)
     for start in expected:
         assert any(p.startswith(start) for p in problems), (start, problems[:10])
+
+
+# Chooses each (concern, status) of the filter in turn (as a click on its labels would) and records the node rows and
+# sections left visible; writes {"concern/status": [visible rows], ...} into <pre id="filter-check">.
+FILTER_CHECK = r"""<script>
+(function () {
+  var out = {}, choices = %s;
+  function shown(sel) {
+    return Array.prototype.filter.call(document.querySelectorAll(sel), function (e) {
+      return getComputedStyle(e).display !== "none";
+    }).map(function (e) { return e.id ? e.id.replace("node-", "") : e.querySelector("a").textContent; });
+  }
+  choices.forEach(function (c) {
+    document.getElementById("fc-" + c[0]).checked = true;
+    document.getElementById("fs-" + c[1]).checked = true;
+    out[c[0] + "/" + c[1]] = {rows: shown("table.fleet tr.n"), sections: shown("section.node")};
+  });
+  var pre = document.createElement("pre");
+  pre.id = "filter-check";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>"""
+PROBLEMS = ["gone-c", "hgx-a", "pcie-b"]  # unreachable, error (nccl), drift: worst first
+FILTERS = [
+    (("any", "any"), PROBLEMS + ["ok-d", "ok-e"]),
+    (("any", "p"), PROBLEMS),
+    (("any", "ok"), ["ok-d", "ok-e"]),
+    (("any", "nc"), ["gone-c"]),
+    (("any", "d"), ["hgx-a", "pcie-b"]),
+    (("dcb", "d"), ["pcie-b"]),
+    (("nccl", "e"), ["hgx-a"]),
+    (("routing", "na"), ["hgx-a"]),
+    (("acs", "ok"), ["pcie-b", "ok-d", "ok-e"]),
+    (("sysctl", "p"), ["gone-c", "pcie-b"]),
+    (("dcb", "any"), PROBLEMS + ["ok-d", "ok-e"]),
+]
+
+
+def test_filter_by_concern_and_status_in_a_browser(tmp_path):
+    """Problem nodes first, ok nodes after them (collapsed), and the script-free filter shows exactly the nodes
+    whose chosen concern (any: some concern) has the chosen status, in the fleet table and in the node sections."""
+    nodes = fleet_nodes(tmp_path)
+    nodes.update({"ok-d": {"concerns": _concerns()}, "ok-e": {"concerns": _concerns()}})
+    path, _rep = fleet_html(tmp_path, nodes)
+    with open(path) as f:
+        page = f.read()
+    assert "<script" not in page
+    probe = str(tmp_path / "filter-probe.html")
+    with open(probe, "w") as f:
+        f.write(page.replace("</body>", FILTER_CHECK % json.dumps([list(c) for c, _want in FILTERS]) + "</body>"))
+    argv = [CHROMIUM] + FLAGS + ["--user-data-dir=%s" % (tmp_path / "profile-filter"), "--window-size=1280,2000",
+                                 "--dump-dom", "file://%s" % probe]
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120,
+                       check=False)
+    assert p.returncode == 0 and CONSOLE.findall(p.stderr) == [], p.stderr[-3000:]
+    m = re.search(r'<pre id="filter-check">(.*?)</pre>', p.stdout, re.S)
+    assert m, p.stdout[-2000:]
+    got = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    for (concern, status), want in FILTERS:
+        seen = got["%s/%s" % (concern, status)]
+        assert seen["rows"] == want, (concern, status, seen)
+        # the ok nodes (two, under the page's limit) keep their sections, collapsed after the problem nodes'
+        assert seen["sections"] == want, (concern, status, seen)

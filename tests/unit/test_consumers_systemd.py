@@ -16,6 +16,7 @@ import consumers
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import manage as nfs_mounts
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import install as persist, evidence_unit as persist_evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import task as persist_task
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 __metaclass__ = type
 
@@ -37,6 +38,10 @@ def applier_files(p):
 
 
 def evidence_files(p):
+    p = dict(p)
+    # as the module does: the default textfile directory is the node's OS profile's (here a node without
+    # os-release: upstream's)
+    persist_evidence.validate(p, Sysroot("/nonexistent-gpufabric-root"))
     files = applier_files(p)
     files.update((path, (content, mode)) for path, (content, mode, _d) in persist_evidence.files(p, PYTHON).items())
     return files
@@ -127,9 +132,9 @@ BROKEN = [
     ("a service type systemd does not know",
      _edit(EVIDENCE, persist_evidence.SERVICE, "Type=oneshot", "Type=one-shot"),
      [persist_evidence.SERVICE], 0, "Failed to parse service type, ignoring: one-shot"),
-    ("a timer interval systemd cannot read", _edit(EVIDENCE, persist_evidence.TIMER, "OnUnitActiveSec=60s",
-                                                   "OnUnitActiveSec=60 sec."),
-     [persist_evidence.TIMER], 0, "Failed to parse timer value, ignoring: 60 sec."),
+    ("a timer interval systemd cannot read", _edit(EVIDENCE, persist_evidence.TIMER, "OnUnitActiveSec=600s",
+                                                   "OnUnitActiveSec=600 sec."),
+     [persist_evidence.TIMER], 0, "Failed to parse timer value, ignoring: 600 sec."),
     ("a memory cap systemd cannot read", _edit(EVIDENCE, persist_evidence.SERVICE, "MemoryMax=", "MemoryMax=lots#"),
      [persist_evidence.SERVICE], 0, "Invalid memory limit 'lots#512M', ignoring"),
     ("a mount unit whose name is not its mount point",

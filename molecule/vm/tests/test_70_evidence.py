@@ -67,7 +67,7 @@ def journal_tail(host):
 
 @pytest.fixture(scope='module')
 def lab_textfile(lab_vars):
-    return '%s/%s' % (lab_vars['persistence_evidence_textfile_dir'], 'gpufabric.prom')
+    return '%s/%s' % (lab_vars['persistence_evidence_textfile_dir'], 'gpufabric-evidence.prom')
 
 
 def test_node_python_cannot_import_ansible(host):
@@ -85,11 +85,11 @@ def patience(lab_vars):
     return int(lab_vars['persistence_evidence_interval']) + 180
 
 
-STAMP = ('gpufabric_evidence_timestamp_seconds', frozenset())
+STAMP = ('gpufabric_last_check_timestamp_seconds', frozenset({('writer', 'evidence_timer')}))
 
 
 def served_stamp(host):
-    """The evidence timestamp node_exporter serves now, or None while it serves none (no run wrote the file yet)."""
+    """The last-check timestamp node_exporter serves now, or None while it serves none (no run wrote the file yet)."""
     run = host.run(SCRAPE % TEXTFILE_ONLY)
     return samples(run.stdout, 'gpufabric_').get(STAMP) if run.rc == 0 else None
 
@@ -146,7 +146,7 @@ def test_served_evidence_advances_with_the_timer(host, fired, lab_textfile, pati
         first = samples(scrape(host, lab_textfile)[1], 'gpufabric_')[STAMP]
         assert next_run(host, patience).get('done', 0) > fired['done']
     second = samples(scrape(host, lab_textfile)[1], 'gpufabric_')[STAMP]
-    log('served gpufabric_evidence_timestamp_seconds %s -> %s' % (first, second))
+    log('served gpufabric_last_check_timestamp_seconds %s -> %s' % (first, second))
     assert second > first
 
 

@@ -15,7 +15,10 @@ below ``lib_dir`` (the same copy the boot-time applier runs). One run:
    concern ``not_checked``, an unusable one (or an evaluator that fails as a whole) ``error``, with the reason;
 3. gathers the rest of the evidence (``evidence.py``: facts, DCB, ToS, nvidia-fs, PCIe links, RDMA counters, the
    last GDS proof) and renders it with ``prom.py``, the renderer ``fabric_metrics`` uses;
-4. writes the textfile atomically (``evidence.write_textfile``) when it differs.
+4. writes the textfile atomically (``evidence.write_textfile``) when it differs: ``gpufabric-evidence.prom`` in the OS
+   profile's node_exporter textfile directory (``os_profiles.textfile_dir``) unless told otherwise, every series
+   labelled ``writer="evidence_timer"``, with the check's time (``gpufabric_last_check_timestamp_seconds``) and the
+   timer's interval (``--interval``, ``gpufabric_check_interval_seconds``) for the staleness alert.
 
 Exit codes: 0 written or unchanged, 1 the file could not be written, 2 bad arguments, 3 refused.
 Plain Python: no Ansible imports. This file is private to the collection: no stable API is promised.
@@ -30,13 +33,14 @@ import shutil
 import sys
 import time
 
-from ansible_collections.gpufabric.node.plugins.module_utils.boot import applier
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence, guard
 from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
 from ansible_collections.gpufabric.node.plugins.module_utils.report import prom
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.host import runner
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 RC_OK = 0
@@ -45,11 +49,11 @@ RC_ARGS = 2
 RC_REFUSED = guard.RC_REFUSED
 
 
-def default_evaluate(desired, sysroot, _run):
-    """The one-call check of ``node_check.py``: every core concern, with its own command runner
-    (``runner.LocalBackend`` through ``runner.CommandRunner``: the C locale, argv lists, binaries looked up on
-    PATH)."""
-    return node_check.evaluate(desired, sysroot=sysroot)
+def default_evaluate(desired, sysroot, run):
+    """The one-call check of ``node_check.py``: every core concern, on the backend of ``run`` (a
+    ``runner.CommandRunner``: the C locale, argv lists, binaries looked up on PATH). ``main`` gives it a
+    ``node_check.SnapshotRunner``, so the timer's own DCB reads are the answers the evaluation already had."""
+    return node_check.evaluate(desired, sysroot=sysroot, runner=getattr(run, "backend", None))
 
 
 def _every(status, reason, names=cm.CORE):
@@ -81,8 +85,8 @@ def node_status(sysroot, run, evaluate, desired_path=evidence.DESIRED_FILE):
 
 
 def gather(sysroot, run, evaluate=default_evaluate, which=shutil.which, clock=time.time,
-           desired_path=evidence.DESIRED_FILE):
-    """(evidence dict for ``prom.families_from_evidence``, [warnings])."""
+           desired_path=evidence.DESIRED_FILE, interval=None):
+    """(evidence dict for ``prom.families_from_evidence``, [warnings]); ``interval``: the timer's, in seconds."""
     now = clock()
     node, facts, desired_ok, warnings = node_status(sysroot, run, evaluate, desired_path)
     if not facts or "rails" not in facts:
@@ -102,7 +106,7 @@ def gather(sysroot, run, evaluate=default_evaluate, which=shutil.which, clock=ti
                             % (p["device"], p["port"], ", ".join(p["unreadable"])))
     ev = {"facts": facts, "dcb": dcb_state, "rdma_cm": evidence.read_tos(sysroot, facts),
           "nvfs": evidence.read_nvfs(sysroot, facts), "gds": gds, "node": node,
-          "rdma_ports": ports, "now": now,
+          "rdma_ports": ports, "now": now, "interval": interval, "writer": evidence.WRITER,
           "desired_state": desired_ok}
     return ev, warnings
 
@@ -123,17 +127,26 @@ def main(argv=None, out=None, err=None, script=None, evaluate=default_evaluate, 
                     % evidence.DESIRED_FILE)
     parser.add_argument("--desired", default=evidence.DESIRED_FILE, metavar="FILE",
                         help="desired-state document (default %(default)s)")
-    parser.add_argument("--textfile-dir", default=evidence.DEFAULT_TEXTFILE_DIR, metavar="DIR",
-                        help="node_exporter --collector.textfile.directory (default %(default)s)")
+    parser.add_argument("--textfile-dir", metavar="DIR",
+                        help="node_exporter --collector.textfile.directory (default: the OS profile's, %s on Debian "
+                             "and Ubuntu, %s on EL)" % (os_profiles.TEXTFILE_DIRS["debian"],
+                                                        os_profiles.TEXTFILE_DIRS["el"]))
     parser.add_argument("--filename", default=evidence.DEFAULT_FILENAME, metavar="NAME",
                         help="file name, ending in .prom (default %(default)s)")
+    parser.add_argument("--interval", type=int, metavar="SECONDS",
+                        help="the timer's interval, exported as gpufabric_check_interval_seconds (the staleness "
+                             "alert fires after three)")
     parser.add_argument("--stdout", action="store_true", help="print the metrics instead of writing the file")
     args = parser.parse_args(argv)
     out = out or sys.stdout
     err = err or sys.stderr
+    sysroot = sysroot or Sysroot()
+    textfile_dir, why = (args.textfile_dir, None) if args.textfile_dir else os_profiles.textfile_dir(sysroot)
     try:
         inputs.safe_path(args.desired, "--desired")
-        path = evidence.textfile_path(args.textfile_dir, args.filename)
+        path = evidence.textfile_path(textfile_dir, args.filename)
+        if args.interval is not None and args.interval <= 0:
+            raise inputs.InputError("--interval must be a positive number of seconds, not %d" % args.interval)
     except inputs.InputError as e:
         err.write("error: %s\n" % e)
         return RC_ARGS
@@ -141,7 +154,8 @@ def main(argv=None, out=None, err=None, script=None, evaluate=default_evaluate, 
     def log(line):
         (err if line.startswith("error:") else out).write(line + "\n")
 
-    sysroot = sysroot or Sysroot()
+    if why:
+        log("warning: %s" % why)
     # root runs this: refuse code or a desired state that anyone but root could have changed
     reasons = guard.check_applier(sysroot, guard.running_code(None, script),
                                   guard.STATE_PATHS + (args.desired,))
@@ -149,8 +163,9 @@ def main(argv=None, out=None, err=None, script=None, evaluate=default_evaluate, 
         for r in reasons:
             log("error: refusing to run: %s" % r)
         return RC_REFUSED
-    ev, warnings = gather(sysroot, run or applier.command_runner(), evaluate=evaluate, clock=clock,
-                          desired_path=args.desired)
+    run = run or runner.CommandRunner(node_check.SnapshotRunner(runner.LocalBackend()))   # one run's snapshot
+    ev, warnings = gather(sysroot, run, evaluate=evaluate, clock=clock, desired_path=args.desired,
+                          interval=args.interval)
     for w in warnings:
         log("warning: %s" % w)
     text, families, assessment = render(ev)

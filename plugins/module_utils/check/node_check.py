@@ -12,8 +12,12 @@ role's check gives. Nothing is written: the bodies run in check mode, which writ
 ``desired`` is one document of the roles' variables (their defaults overlaid with the inventory's, resolved once on
 the controller by the ``fabric_check`` action plugin; ``node_desired.KEYS`` lists them per concern).
 
-The bodies share one ``SnapshotRunner``: a read-only query (``dcb ... show``, ``ip ... show``) that two of them make
-with the same arguments runs once per evaluation.
+The bodies share one ``host.sysroot.SnapshotSysroot`` (each sysfs or configuration path they read is read once per
+evaluation: discovery and several concerns walk the same rails and PCIe paths) and one ``SnapshotRunner``: a
+read-only query (``dcb ... show``, ``ip ... show``) that two of them make with the same arguments runs once per
+evaluation, and each ``show`` a ``dcb -j -b`` batch answered stands for the
+single query ``dcb -j OBJ show dev DEV`` (discovery reads every rail's DCBX in one batch, the ``dcb`` concern its
+objects in another; where iproute2 6.1 answers only a batch's first command, the rest are single queries).
 
 ``REGISTRY`` holds one entry per concern, built from the specs: the evaluator and the desired keys it reads.
 Concerns evaluated by one module run (``sysctl`` and ``routing``: ``rail_sysctl``; ``pcie_link`` and
@@ -39,7 +43,8 @@ from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.check import facts as facts_task
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import registry
-from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import batch as dcb_batch
+from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import SnapshotSysroot, Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import LocalRunner, TaskFailed, TaskModule
 
 # the task name of playbooks/tasks/concerns.yml whose failure the node's result reports
@@ -55,8 +60,9 @@ class SnapshotRunner(object):
     """The runner of one evaluation: ``runner`` with a repeated read-only query (``dcb ... show``, ``ip ... show``:
     same argv, same environment) answered from its first run. Every body runs in check mode, so nothing those
     queries read changes during the evaluation; discovery and the ``dcb`` concern read the same DCBX state, two
-    concerns the same link list. Anything else (a batch file, a command with input or ``check_rc``, whose failure is
-    the runner's own) runs every time."""
+    concerns the same link list. A ``dcb -j -b FILE`` batch of ``show`` lines runs every time, and what it answered
+    is kept as the answers of the single queries. Anything else (a command with input or ``check_rc``, whose failure
+    is the runner's own) runs every time."""
 
     def __init__(self, runner):
         self._runner = runner
@@ -68,12 +74,43 @@ class SnapshotRunner(object):
     def run_command(self, args, environ_update=None, check_rc=False, **kw):
         argv = [str(a) for a in args] if isinstance(args, (list, tuple)) else None
         verb = SNAPSHOT_QUERIES.get(os.path.basename(argv[0])) if argv else None
+        env = tuple(sorted((environ_update or {}).items()))
+        if verb is not None and not check_rc and not kw and _dcb_batch_file(argv):
+            lines = _show_lines(argv[3])
+            answer = self._runner.run_command(args, environ_update=environ_update)
+            if lines:
+                texts = dcb_batch.batch_texts(answer[0], answer[1], answer[2], len(lines))[0]
+                for (obj, dev), text in zip(lines, texts):
+                    self._answers.setdefault(((argv[0], "-j", obj, "show", "dev", dev), env), (0, text, ""))
+            return answer
         if verb is None or verb not in argv[1:] or "-b" in argv or "--batch" in argv or check_rc or kw:
             return self._runner.run_command(args, environ_update=environ_update, check_rc=check_rc, **kw)
-        key = (tuple(argv), tuple(sorted((environ_update or {}).items())))
+        key = (tuple(argv), env)
         if key not in self._answers:
             self._answers[key] = self._runner.run_command(args, environ_update=environ_update)
         return self._answers[key]
+
+
+def _dcb_batch_file(argv):
+    """True for ``dcb -j -b FILE`` (the batch ``concerns/dcb/manage.run_batch`` runs), FILE a path."""
+    return len(argv) == 4 and os.path.basename(argv[0]) == "dcb" and argv[1:3] == ["-j", "-b"] and argv[3] != "-"
+
+
+def _show_lines(path):
+    """[(object, netdev)] of a batch file whose every line is ``OBJ show dev NETDEV``; None for anything else."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except (IOError, OSError, UnicodeDecodeError):
+        return None
+    out = []
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) != 4 or words[1:3] != ["show", "dev"] or "#" in line or "\\" in line or "'" in line or \
+                '"' in line:
+            return None
+        out.append((words[0], words[3]))
+    return out or None
 
 
 class Context(object):
@@ -81,7 +118,7 @@ class Context(object):
 
     def __init__(self, desired, sysroot, runner):
         self.desired = desired
-        self.sysroot = sysroot
+        self.sysroot = SnapshotSysroot(sysroot)   # read-only: each sysfs path is read once per evaluation
         self.runner = SnapshotRunner(runner)
         self.facts = None
         self.discovery_failed = False

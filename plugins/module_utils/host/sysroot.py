@@ -191,3 +191,86 @@ class Sysroot(object):
             if e.errno == errno.ENOENT:
                 return False
             raise
+
+
+class SnapshotSysroot(Sysroot):
+    """``inner`` with its read-only answers kept: the view of one read-only check (``node_check.evaluate``), which
+    walks the same sysfs paths from several concerns (discovery, then the rails of ``dcb``, ``mtu``, ``nccl``,
+    ``rdma_cm``, the PCIe paths of ``acs`` and ``pcie_link``) while nothing it reads changes.
+
+    ``exists``, ``isdir``, ``islink``, ``listdir``, ``realpath``, ``readlink_name``, ``read`` and ``read_raw`` ask
+    ``inner`` once per path; everything else goes to ``inner`` as it is, and any write through this view forgets
+    every kept answer."""
+
+    def __init__(self, inner):
+        Sysroot.__init__(self, inner.root)
+        self.inner = inner
+        self._kept = {}
+
+    def __getattr__(self, name):   # only for what Sysroot lacks: the attributes of an inner subclass
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def _ask(self, method, p):
+        key = (method, p)
+        if key not in self._kept:
+            self._kept[key] = getattr(self.inner, method)(p)
+        return self._kept[key]
+
+    def path(self, *parts):
+        return self.inner.path(*parts)
+
+    def unroot(self, real):
+        return self.inner.unroot(real)
+
+    def exists(self, p):
+        return self._ask("exists", p)
+
+    def isdir(self, p):
+        return self._ask("isdir", p)
+
+    def islink(self, p):
+        return self._ask("islink", p)
+
+    def listdir(self, p):
+        return list(self._ask("listdir", p))
+
+    def realpath(self, p):
+        return self._ask("realpath", p)
+
+    def readlink_name(self, p):
+        return self._ask("readlink_name", p)
+
+    def read(self, p, default=None):
+        value = self._ask("read", p)
+        return default if value is None else value
+
+    def read_raw(self, p, default=None):
+        value = self._ask("read_raw", p)
+        return default if value is None else value
+
+    def read_bytes(self, p, size=-1):
+        return self.inner.read_bytes(p, size)
+
+    def _write(self, method, *args):
+        self._kept.clear()
+        return getattr(self.inner, method)(*args)
+
+    def write_attr(self, p, value):
+        return self._write("write_attr", p, value)
+
+    def write_at(self, p, offset, data):
+        return self._write("write_at", p, offset, data)
+
+    def mkdir(self, p, mode=0o755):
+        return self._write("mkdir", p, mode)
+
+    def makedirs(self, p, mode=0o755):
+        return self._write("makedirs", p, mode)
+
+    def write_file_atomic(self, p, content, mode=0o644):
+        return self._write("write_file_atomic", p, content, mode)
+
+    def remove(self, p):
+        return self._write("remove", p)

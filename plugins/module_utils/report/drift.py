@@ -8,7 +8,8 @@ node verdict come from ``concerns`` (the same code the fleet report and the metr
 disagree. Old callers that pass only a flat ``drift`` list get drift for the concerns with items and not_checked for
 the rest. Pure functions; the ``fabric_report`` module only writes the files.
 
-Schema ``gpufabric.drift/v2``: ``nodes.<host>`` = ``{"concerns": {<concern>: {status, reason, items[, corrected]}},
+Schema ``gpufabric.drift/v2``: ``generated`` (when the report was made, UTC ISO 8601), ``coverage`` (which inventory
+hosts it covers out of how many: ``coverage``), ``nodes.<host>`` = ``{"concerns": {<concern>: {status, reason, items[, corrected]}},
 "verdict": {status, reasons}, "counts": {<status>: n}, "drifted": bool, "items": [every deviation found],
 "by_concern": {<concern>: n}, "reboot_required", "unreachable", "errors", "source"}``; ``summary`` =
 ``{nodes, drifted_nodes, drift_items, corrected_items, reboot_required, statuses, attention}``.
@@ -22,6 +23,7 @@ __metaclass__ = type
 
 import json
 import os
+import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
 from ansible_collections.gpufabric.node.plugins.module_utils.report import markdown as md
@@ -34,6 +36,70 @@ DRIFTED = (cm.DRIFT, cm.ERROR, cm.NOT_CHECKED)
 
 class ReportError(ValueError):
     """Input the report cannot be built from."""
+
+
+# a report's time stamp: UTC, ISO 8601, to the second
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+# how many left-out host names the Markdown and HTML name before "and N more" (the JSON names them all)
+NAMED_LEFT_OUT = 20
+
+
+def now():
+    """The current time as a report's ``generated`` (UTC, ISO 8601)."""
+    return time.strftime(TIME_FORMAT, time.gmtime())
+
+
+def _names(value, what):
+    if not isinstance(value, (list, tuple)) or not all(isinstance(h, str) for h in value):
+        raise ReportError("%s must be a list of host names" % what)
+    return sorted(set(value))
+
+
+def coverage(hosts, scope=None):
+    """Which inventory hosts a report covers, out of how many.
+
+    hosts: the hosts in the report; scope: what the play targeted, ``{pattern, inventory_hosts, limit}`` (the
+    inventory hosts its host pattern names without ``--limit``, and the limit, or None) or None when the caller did
+    not say. Returns ``{hosts, inventory_hosts, pattern, limit, limited, left_out, complete}``: ``inventory_hosts``
+    and ``left_out`` (the inventory hosts of the pattern not in the report) are None when no scope was given."""
+    hosts = _names(list(hosts), "the report's hosts")
+    scope = scope or {}
+    if not isinstance(scope, dict):
+        raise ReportError("scope must be a mapping (pattern, inventory_hosts, limit)")
+    limit = scope.get("limit") or None
+    pattern = scope.get("pattern") or None
+    for key, value in (("limit", limit), ("pattern", pattern)):
+        if value is not None and not isinstance(value, str):
+            raise ReportError("scope.%s must be a host pattern (a string)" % key)
+    out = {"hosts": len(hosts), "inventory_hosts": None, "pattern": pattern, "limit": limit,
+           "limited": limit is not None, "left_out": None, "complete": None}
+    if scope.get("inventory_hosts") is not None:
+        inventory = _names(scope["inventory_hosts"], "scope.inventory_hosts")
+        covered = set(hosts)
+        left = [h for h in inventory if h not in covered]
+        out.update(inventory_hosts=len(inventory), left_out=left, complete=not left)
+    return out
+
+
+def coverage_text(c):
+    """One sentence: "Covers 1 of 2 inventory hosts (pattern all, --limit sim2); left out: sim1." (plain text)."""
+    if c["inventory_hosts"] is None:
+        text = "Covers %d host(s); the inventory they were taken from was not given" % c["hosts"]
+    else:
+        text = "Covers %d of %d inventory host(s)" % (c["hosts"], c["inventory_hosts"])
+    how = []
+    if c.get("pattern"):
+        how.append("pattern %s" % c["pattern"])
+    if c["limited"]:
+        how.append("--limit %s" % c["limit"])
+    if how:
+        text += " (%s)" % ", ".join(how)
+    left = c.get("left_out") or []
+    if left:
+        shown = ", ".join(left[:NAMED_LEFT_OUT])
+        more = len(left) - NAMED_LEFT_OUT
+        text += "; left out: %s%s" % (shown, " and %d more" % more if more > 0 else "")
+    return text + "."
 
 
 def deviations(concerns):
@@ -168,9 +234,10 @@ def assess_each(nodes, managed, make, fixed=False):
     return out
 
 
-def build(nodes, managed=None, fixed=False):
+def build(nodes, managed=None, fixed=False, generated=None, scope=None):
     """nodes: {host: node data (see ``concerns.assess``)}; managed: the concern names the play manages (default the
-    core ones); fixed: the data come from a fix run. A node with wrongly shaped data is reported as an error."""
+    core ones); fixed: the data come from a fix run; generated: when the report is made (default now, UTC); scope:
+    what the play targeted (``coverage``). A node with wrongly shaped data is reported as an error."""
     if not isinstance(nodes, dict):
         raise ReportError("nodes must be a mapping of host name to results")
     try:
@@ -178,10 +245,13 @@ def build(nodes, managed=None, fixed=False):
     except cm.ConcernError as e:
         raise ReportError(str(e))
     out = assess_each(nodes, managed, lambda host, data, a: node_entry(a), fixed)
+    cover = coverage(list(out), scope)
     statuses = dict((s, sum(n["counts"][s] for n in out.values())) for s in cm.STATUSES)
     return {
         "schema": SCHEMA,
         "fixed": bool(fixed),
+        "generated": generated or now(),
+        "coverage": cover,
         "managed": list(managed),
         "summary": {
             "nodes": len(out),
@@ -225,12 +295,23 @@ def status_counts_text(counts):
     return ", ".join("%s %d" % (cm.LABELS[s], counts[s]) for s in cm.SEVERITY if counts.get(s))
 
 
+def made_lines(report):
+    """The Markdown lines saying when a report was made and which hosts it covers (none for a report without)."""
+    out = []
+    if report.get("generated"):
+        out.append("Generated %s." % md.inline(report["generated"]))
+    if report.get("coverage"):
+        out.append(md.inline(coverage_text(report["coverage"])))
+    return [" ".join(out), ""] if out else []
+
+
 def to_markdown(report, title="gpufabric drift report", fixed=None):
     """Markdown text; in a fix run (``fixed``, default the report's) corrected items read as fixed and a concern
     still drifting as not fixed."""
     fixed = report.get("fixed") if fixed is None else fixed
     s = report["summary"]
     lines = ["# %s" % md.inline(title), ""]
+    lines.extend(made_lines(report))
     lines.append("%d node(s): %d need attention, %d with drift, errors or unchecked concerns%s."
                  % (s["nodes"], len(s["attention"]), len(s["drifted_nodes"]),
                     (" (%s)" % md.join(s["drifted_nodes"])) if s["drifted_nodes"] else ""))

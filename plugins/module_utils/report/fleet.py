@@ -12,7 +12,8 @@ Schema ``gpufabric.fleet/v2``: ``nodes.<host>`` carries ``concerns`` (``{<concer
 corrected]}}``), ``verdict`` (``{status, reasons}``), ``status`` (the verdict's status), ``counts``, ``drift`` and
 ``by_concern`` (the deviations, derived from the concerns), ``blocking`` (the warnings that keep it from ok) and the
 facts the page draws; ``summary`` = ``{nodes, ok, attention, statuses, drift_items, cross_numa_pairs,
-reboot_required}``.
+reboot_required}``; ``generated`` (when it was made, UTC ISO 8601) and ``coverage`` (which inventory hosts it covers
+out of how many, ``drift.coverage``).
 
 Pure functions; the ``fleet_report`` module reads the previous JSON and writes the files.
 This file is private to the collection: no stable API is promised.
@@ -179,11 +180,17 @@ def diff(previous, current):
     return out
 
 
-def build(nodes, previous=None, title="gpufabric fleet report", generated=None, managed=None):
+def change_text(c):
+    """One change as a line of plain text, naming the node and what changed: "sim1 concern dcb: ok -> drift"."""
+    return "%s %s: %s" % (c["node"], c["what"], c["change"])
+
+
+def build(nodes, previous=None, title="gpufabric fleet report", generated=None, managed=None, scope=None):
     """nodes: {host: node data (``concerns.assess``: concerns, facts, warnings, reboot_required, gds_wanted, errors,
     unreachable; old callers' drift and a GDS verdict gds: {ok, reasons})}; managed: the concern names the play
-    manages (default the core ones); previous: the previous report (v1 or v2) or None. A node whose data is wrongly
-    shaped is reported as an error naming what was wrong; the other nodes are reported as they are."""
+    manages (default the core ones); previous: the previous report (v1 or v2) or None; generated: when the report is
+    made (default now, UTC); scope: what the play targeted (``drift.coverage``). A node whose data is wrongly shaped
+    is reported as an error naming what was wrong; the other nodes are reported as they are."""
     if not isinstance(nodes, dict):
         raise FleetReportError("nodes must be a mapping of host name to node data")
     try:
@@ -192,10 +199,15 @@ def build(nodes, previous=None, title="gpufabric fleet report", generated=None, 
         raise FleetReportError(str(e))
     # a node with wrongly shaped data is an error of its own (drift_report.unusable), the others are reported
     out = drift_report.assess_each(nodes, managed, _node_model)
+    try:
+        cover = drift_report.coverage(list(out), scope)
+    except drift_report.ReportError as e:
+        raise FleetReportError(str(e))
     rep = {
         "schema": SCHEMA,
         "title": title,
-        "generated": generated,
+        "generated": generated or drift_report.now(),
+        "coverage": cover,
         "managed": list(managed),
         "summary": {
             "nodes": len(out),
@@ -221,8 +233,7 @@ _md = md.cell
 def to_markdown(rep):
     s = rep["summary"]
     lines = ["# %s" % md.inline(rep["title"]), ""]
-    if rep.get("generated"):
-        lines += ["Generated %s." % md.inline(rep["generated"]), ""]
+    lines.extend(drift_report.made_lines(rep))
     lines.append("%d node(s); ok: %s; need attention: %s; %d drift item(s); %d cross-NUMA pair(s)."
                  % (s["nodes"], md.join(s["ok"]) or "none", md.join(s["attention"]) or "none", s["drift_items"],
                     s["cross_numa_pairs"]))
@@ -235,8 +246,7 @@ def to_markdown(rep):
             lines.append("The previous report (%s) holds no concern statuses." % md.inline(rep["previous_schema"]))
         if not rep["changes"]:
             lines.append("Nothing changed.")
-        lines.extend("- %s %s: %s" % (md.inline(c["node"]), md.inline(c["what"]), md.inline(c["change"]))
-                     for c in rep["changes"])
+        lines.extend("- %s" % md.inline(change_text(c)) for c in rep["changes"])
     for host, n in sorted(rep["nodes"].items()):
         lines += ["", "## %s (%s)" % (md.inline(host), md.inline(drift_report.verdict_text(n["verdict"]))), ""]
         for r in n["verdict"]["reasons"]:

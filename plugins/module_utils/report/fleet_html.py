@@ -24,6 +24,7 @@ __metaclass__ = type
 import json
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as cm
+from ansible_collections.gpufabric.node.plugins.module_utils.report.drift import coverage_text
 from ansible_collections.gpufabric.node.plugins.module_utils.report.prom import ACS_REDIRECT_MASK
 
 try:
@@ -268,7 +269,7 @@ def _pairs_table(n):
 
 
 def _node_html(host, n):
-    out = ['<section class="node" id="node-%s">' % esc(host),
+    out = ['<section class="node %s" id="node-%s">' % (filter_classes(n), esc(host)),
            '<h2>%s%s</h2>' % (esc(host), verdict_badge(n["status"])), _verdict(n)]
     if n["unreachable"]:
         out.append("<h3>Concerns</h3>%s</section>" % concerns_table(n))
@@ -329,32 +330,167 @@ def _node_html(host, n):
     return "".join(out)
 
 
-def _fleet_table(rep):
-    names = [x for x in cm.NAMES if any(x in n["concerns"] for n in rep["nodes"].values())]
-    head = '<tr><th>node</th>%s</tr>' % "".join(
-        '<th class="c" title="%s">%s</th>' % (esc(cm.TITLES[x]), esc(x)) for x in names)
-    rows = []
-    for host, n in sorted(rep["nodes"].items()):
+# --- the fleet at a glance: problem nodes first, ok nodes collapsed, a filter by concern and status ------------
+# The filter needs no script: radio buttons (the first children of <main>, visually hidden, their labels in the
+# fleet section) and one CSS rule per (concern, status) choice that hides the node rows and sections without the
+# matching class. A node's classes name only its concerns that are not ok, so an ok node's row stays short.
+STATUS_CODES = {cm.DRIFT: "d", cm.ERROR: "e", cm.NOT_CHECKED: "nc", cm.NOT_APPLICABLE: "na"}
+# the status choices: (code, label); "p" (problem): a concern in drift, error or not checked, or (any concern) a node
+# whose verdict is not ok; "ok": the concern ok, or (any concern) a node whose verdict is ok
+STATUS_CHOICES = (("any", "any"), ("p", "problem"), ("ok", "ok"), ("d", "drift"), ("e", "error"),
+                  ("nc", "not checked"), ("na", "not applicable"))
+BAD = (cm.DRIFT, cm.ERROR, cm.NOT_CHECKED)
+# up to this many ok nodes keep their full section (map, pairs), collapsed; beyond it they are rows of the fleet
+# table only (the JSON report has every node's facts): 13-14 kB of HTML per 8-GPU node would make 1,000 nodes 14 MB
+OK_SECTIONS_MAX = 50
+# the changes since the last report the page lists (the JSON and Markdown list them all)
+CHANGES_SHOWN = 200
+FILTER_CSS = """
+.fsel{position:absolute;width:1px;height:1px;margin:0;opacity:0;overflow:hidden;clip-path:inset(50%)}
+.filters{font-size:12px;margin:0 0 8px;line-height:2}.filters b{margin-right:4px}
+.filters label{display:inline-block;border:1px solid #c5ced8;border-radius:8px;padding:0 7px;margin:0 2px;
+cursor:pointer;line-height:18px;background:#fff}
+details.ok-nodes>summary{cursor:pointer;font-weight:600;font-size:14px;margin:8px 0}
+"""
+
+
+def problem_rank(n):
+    """Where a node goes in the page, worst first: unreachable, error, drift, not checked, other attention, ok."""
+    c = n["counts"]
+    if n["unreachable"]:
+        return 0
+    if n["errors"] or c[cm.ERROR]:
+        return 1
+    if c[cm.DRIFT]:
+        return 2
+    if c[cm.NOT_CHECKED]:
+        return 3
+    return 4 if n["status"] != cm.OK else 5
+
+
+def ordered(rep):
+    """The report's (host, node) pairs, problem nodes first (``problem_rank``, then by name), ok nodes last."""
+    return sorted(rep["nodes"].items(), key=lambda hn: (problem_rank(hn[1]), hn[0]))
+
+
+def filter_classes(n):
+    """The classes the filter's rules match on a node's row and section."""
+    cls = ["n"] + (["p"] if n["status"] != cm.OK else [])
+    seen = set()
+    for name in sorted(n["concerns"]):
+        status = n["concerns"][name]["status"]
+        if status == cm.OK:
+            continue
+        seen.add(status)
+        cls += ["f-%s-%s" % (name, STATUS_CODES[status]), "f-%s-n" % name]
+        if status in BAD:
+            cls.append("f-%s-b" % name)
+    cls += ["f-any-%s" % STATUS_CODES[s] for s in cm.STATUSES if s in seen]
+    return " ".join(cls)
+
+
+def _hide(concern, code):
+    """The selector of the node rows and sections a (concern, status) choice hides (None: it hides nothing)."""
+    if code == "any":
+        return None
+    if concern == "any":
+        which = {"p": ":not(.p)", "ok": ".p"}.get(code, ":not(.f-any-%s)" % code)
+    else:
+        which = {"p": ":not(.f-%s-b)" % concern, "ok": ".f-%s-n" % concern}.get(
+            code, ":not(.f-%s-%s)" % (concern, code))
+    return "#fc-%s:checked~#fs-%s:checked~* .n%s" % (concern, code, which)
+
+
+def filter_css(names):
+    """The filter's rules for the concerns ``names``: what each choice hides, the chosen and focused labels."""
+    hide = [h for c in ("any",) + tuple(names) for code, _label in STATUS_CHOICES for h in [_hide(c, code)] if h]
+    ids = ["fc-%s" % c for c in ("any",) + tuple(names)] + ["fs-%s" % code for code, _label in STATUS_CHOICES]
+    return (FILTER_CSS + ",".join(hide) + "{display:none}"
+            + ",".join("#%s:checked~* label[for=%s]" % (i, i) for i in ids)
+            + "{background:#1d2733;color:#fff;border-color:#1d2733}"
+            + ",".join("#%s:focus-visible~* label[for=%s]" % (i, i) for i in ids) + "{outline:2px solid #1565c0}")
+
+
+def filter_inputs(names):
+    out = ['<input type="radio" class="fsel" name="fc" id="fc-any" checked aria-label="any concern">']
+    out += ['<input type="radio" class="fsel" name="fc" id="fc-%s" aria-label="concern %s">' % (c, c) for c in names]
+    out += ['<input type="radio" class="fsel" name="fs" id="fs-%s"%s aria-label="status %s">'
+            % (code, " checked" if code == "any" else "", label) for code, label in STATUS_CHOICES]
+    return "".join(out)
+
+
+def filter_labels(names):
+    concerns = "".join('<label for="fc-%s" title="%s">%s</label>' % (c, esc(cm.TITLES[c]), esc(c)) for c in names)
+    statuses = "".join('<label for="fs-%s">%s</label>' % (code, esc(label)) for code, label in STATUS_CHOICES)
+    return ('<div class="filters"><b>Concern:</b><label for="fc-any" title="any concern">any</label>%s<br>'
+            '<b>Status:</b>%s</div>' % (concerns, statuses))
+
+
+def _fleet_rows(rows, names):
+    out = []
+    for host, n in rows:
         cells = []
         for x in names:
             doc = n["concerns"].get(x)
             if doc is None:
                 cells.append("<td>-</td>")
-                continue
-            cells.append('<td title="%s">%s</td>' % (esc(cm.describe(doc)[1]), status_badge(doc, short=True)))
-        rows.append('<tr><td><a href="#node-%s">%s</a>%s</td>%s</tr>'
-                    % (esc(host), esc(host), verdict_badge(n["status"], short=True), "".join(cells)))
-    legend = '<p class="sub">n/a: not applicable, n/c: not checked; a cell\'s tooltip gives the reason.</p>'
-    return '<div class="scroll"><table class="fleet">%s%s</table></div>%s' % (head, "".join(rows), legend)
+            elif doc["status"] == cm.OK and not doc.get("corrected"):
+                cells.append('<td>%s</td>' % OK_BADGE)
+            else:
+                cells.append('<td title="%s">%s</td>' % (esc(cm.describe(doc)[1]), status_badge(doc, short=True)))
+        out.append('<tr class="%s"><td><a href="#node-%s">%s</a>%s</td>%s</tr>'
+                   % (filter_classes(n), esc(host), esc(host), verdict_badge(n["status"], short=True), "".join(cells)))
+    return "".join(out)
+
+
+OK_BADGE = '<span class="cs cs-ok">ok</span>'
+
+
+def concern_names(rep):
+    return [x for x in cm.NAMES if any(x in n["concerns"] for n in rep["nodes"].values())]
+
+
+def _fleet_table(rep, names):
+    head = '<tr><th>node</th>%s</tr>' % "".join(
+        '<th class="c" title="%s">%s</th>' % (esc(cm.TITLES[x]), esc(x)) for x in names)
+    nodes = ordered(rep)
+    bad = [hn for hn in nodes if hn[1]["status"] != cm.OK]
+    ok = [hn for hn in nodes if hn[1]["status"] == cm.OK]
+    out = [filter_labels(names)]
+    if bad:
+        out.append('<div class="scroll"><table class="fleet problems">%s%s</table></div>'
+                   % (head, _fleet_rows(bad, names)))
+    else:
+        out.append('<p class="fine">No node needs attention.</p>')
+    if ok:
+        out.append('<details class="ok-nodes"><summary>%d ok node(s): every concern ok or not applicable</summary>'
+                   '<div class="scroll"><table class="fleet oks">%s%s</table></div></details>'
+                   % (len(ok), head, _fleet_rows(ok, names)))
+    out.append('<p class="muted">Problem nodes first (unreachable, error, drift, not checked, other attention), then '
+               'the ok nodes, collapsed. n/a: not applicable, n/c: not checked; a cell\'s tooltip gives the reason. The '
+               'filter shows the nodes where the chosen concern (any: some concern) has the chosen status.</p>')
+    return "".join(out)
+
+
+def _coverage_html(rep):
+    c = rep.get("coverage")
+    if not c or c.get("complete") is not False:
+        return ""
+    return '<div class="why"><b>Partial report:</b> %s</div>' % esc(coverage_text(c))
 
 
 def to_html(rep):
     s = rep["summary"]
+    names = concern_names(rep)
     head = ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            '<title>%s</title><style>%s</style></head><body>' % (esc(rep["title"]), CSS))
-    sub = "generated %s" % esc(rep["generated"]) if rep.get("generated") else ""
-    body = ['<header><h1>%s</h1><p>%s</p></header><main>' % (esc(rep["title"]), sub)]
+            '<title>%s</title><style>%s%s</style></head><body>' % (esc(rep["title"]), CSS, filter_css(names)))
+    sub = ["generated %s" % esc(rep["generated"])] if rep.get("generated") else []
+    if rep.get("coverage"):
+        sub.append(esc(coverage_text(dict(rep["coverage"], left_out=None))))
+    body = ['<header><h1>%s</h1><p>%s</p></header><main>%s'
+            % (esc(rep["title"]), " &middot; ".join(sub), filter_inputs(names))]
+    body.append(_coverage_html(rep))
     body.append('<div class="cards">'
                 '<div class="card"><b>%d</b><span>nodes</span></div>'
                 '<div class="card"><b class="%s">%d</b><span>ok</span></div>'
@@ -367,7 +503,7 @@ def to_html(rep):
                    len(s["attention"]), "bad" if s["statuses"][cm.NOT_CHECKED] else "good",
                    s["statuses"][cm.NOT_CHECKED], s["drift_items"], "bad" if s["cross_numa_pairs"] else "good",
                    s["cross_numa_pairs"], len(rep["changes"])))
-    body.append('<section class="fleet"><h2>Concerns per node</h2>%s</section>' % _fleet_table(rep))
+    body.append('<section class="fleet"><h2>Concerns per node</h2>%s</section>' % _fleet_table(rep, names))
     body.append('<section class="since"><h2>Since the last report</h2>')
     if not rep.get("has_previous"):
         body.append('<p class="muted">No previous report in this directory.</p>')
@@ -381,8 +517,21 @@ def to_html(rep):
         else:
             body.append('<ul class="changes">%s</ul>' % "".join(
                 "<li><b>%s</b> %s: %s</li>" % (esc(c["node"]), esc(c["what"]), esc(c["change"]))
-                for c in rep["changes"]))
+                for c in rep["changes"][:CHANGES_SHOWN]))
+            if len(rep["changes"]) > CHANGES_SHOWN:
+                body.append('<p class="muted">and %d more (the JSON and Markdown reports list them all).</p>'
+                            % (len(rep["changes"]) - CHANGES_SHOWN))
     body.append("</section>")
-    body.extend(_node_html(h, n) for h, n in sorted(rep["nodes"].items()))
-    body.append("</main></body></html>\n")
+    nodes = ordered(rep)
+    # the sections in one block after the filter's inputs: its rules reach what lies inside the inputs' later siblings
+    body.append('<div class="nodes">')
+    body.extend(_node_html(h, n) for h, n in nodes if n["status"] != cm.OK)
+    ok = [(h, n) for h, n in nodes if n["status"] == cm.OK]
+    if ok and len(ok) <= OK_SECTIONS_MAX:
+        body.append('<details class="ok-nodes"><summary>The %d ok node(s) in detail</summary>%s</details>'
+                    % (len(ok), "".join(_node_html(h, n) for h, n in ok)))
+    elif ok:
+        body.append('<p class="muted">The maps and pairs of the %d ok nodes are left out of this page (it shows them '
+                    'for up to %d ok nodes); the JSON report has every node\'s facts.</p>' % (len(ok), OK_SECTIONS_MAX))
+    body.append("</div></main></body></html>\n")
     return head + "".join(body)

@@ -70,6 +70,8 @@ WRAPPERS = {
     "ib_write_bw": ("gpufabric_sim.emulators.perftest", "main", True),
     "bootctl": ("gpufabric_sim.emulators.bootctl", "main", False),
     "ibv_devinfo": ("gpufabric_sim.emulators.ibv_devinfo", "main", False),
+    # the NVLink state the fabric_manager concern reads (nvlink --status only)
+    "nvidia-smi": ("gpufabric_sim.emulators.nvidia_smi", "main", False),
     # mstflint's firmware settings tool (the DCQCN priority mask ECN reads on the inbox driver)
     "mstconfig": ("gpufabric_sim.emulators.mstconfig", "main", False),
     "dpkg-query": ("gpufabric_sim.emulators.pkg", "main", True),

@@ -480,6 +480,20 @@ def test_batch_61_answers_only_the_first_command(node, tmp_path, text, rc_want, 
         assert err == ""
 
 
+@pytest.mark.parametrize("version,whole", [("5.12.0", True), ("6.0.0", True), ("6.1.0", False), ("6.1.9", False),
+                                           ("6.2.0", True), ("6.5.0", True)])
+def test_batch_defect_is_61_only(node, tmp_path, version, whole):
+    """The defect came with 84c03697 (v6.1.0: NLM_F_ACK, the ACK left in the socket) and went with d0e02f35
+    (v6.2.0): releases before and after answer every command of a batch."""
+    root = node(version)
+    name = str(tmp_path / "b.batch")
+    with open(name, "w") as f:
+        f.write("pfc show dev {dev}\npfc show dev {dev}\n".format(dev=DEV))
+    rc, out, err = dcb.run(["-j", "-b", name], root=root)
+    assert (rc, len(json.loads("[" + out.strip() + "]"))) == ((0, 2) if whole else (1, 1))
+    assert ("Attribute not found: Success" in err) is not whole
+
+
 @pytest.mark.parametrize("version,known", [("5.11.0", False), ("5.12.0", True), ("6.1.0", True)])
 def test_app_object_needs_512(node, version, known):
     root = node(version)

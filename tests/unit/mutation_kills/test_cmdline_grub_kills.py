@@ -165,12 +165,12 @@ def test_source_command_word_for_word(tmp_path):
     assert b._effective([grub], "ignored") == (["iommu=pt", "quiet"], {L: ["iommu=pt"], D: ["quiet"]})
     assert b._effective([grub]) == (["iommu=pt", "quiet"], {L: ["iommu=pt"], D: ["quiet"]})
     b._effective([grub, b.CANDIDATE], "X=1")
-    head = ["/opt/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"]
+    head = ["/opt/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", "LC_ALL=C"]
     assert seen == [head + ["/bin/sh", "-c", SCRIPT, "sh", grub],
                     head + ["GPUFABRIC_CANDIDATE=X=1", "/bin/sh", "-c", SCRIPT, "sh", grub, "@candidate@"]]
     b = cmdline_grub.GrubDropinBackend(Sysroot(str(tmp_path)), run, {}.get)
     b._source([])
-    assert seen[-1] == ["/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "/bin/sh", "-c",
+    assert seen[-1] == ["/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", "LC_ALL=C", "/bin/sh", "-c",
                         SCRIPT, "sh"]
 
 

@@ -106,6 +106,11 @@ def read(run, netdev):
         return None, "cannot run dcb: %s" % e
     if rc != 0:
         return None, "dcb dcbx show dev %s failed (rc=%s): %s" % (netdev, rc, (err or out or "").strip())
+    return from_output(out)
+
+
+def from_output(out):
+    """(state or None, error or None) from the output of a ``dcb -j dcbx show`` that succeeded."""
     try:
         return parse(out), None
     except DcbxError as e:

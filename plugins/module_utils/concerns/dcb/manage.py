@@ -41,6 +41,8 @@ import re
 import tempfile
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import dcbx as dcbx_mode
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb.batch import (  # noqa: F401  # pylint: disable=unused-import
+    BATCH_DEFECT, batch_answers_all, batch_texts, split_batch_json)
 from ansible_collections.gpufabric.node.plugins.module_utils import results
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
@@ -51,6 +53,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb.plan i
     OTHER_SELECTORS, TRUST_CHOICES, TSA_CHOICES, DcbValidationError, normalize_desired, plan_rail)
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb.plan import dscp_value as _dscp_value
 
+# what each iproute2 release's dcb can do: the table in batch.py
 MIN_DCB_APP_VERSION = (5, 12, 0)
 MIN_APPTRUST_VERSION = (6, 2, 0)
 
@@ -321,28 +324,6 @@ def read_rail(run, netdev, with_ets=False, apptrust=False, with_dcbx=False):
     return _rail_state(parsed)
 
 
-def split_batch_json(text, count):
-    """``dcb -j -b`` stdout -> list of ``count`` JSON texts (one per show command), or None when the
-    output does not have that shape (wrong count, not comma-separated objects)."""
-    text = (text or "").strip()
-    if not text:
-        return [] if count == 0 else None
-    try:
-        data = json.loads("[" + text + "]")
-    except ValueError:
-        return None
-    if len(data) != count or not all(isinstance(d, dict) for d in data):
-        return None
-    return [json.dumps(d) for d in data]
-
-
-_BATCH_FAILED_RE = re.compile(r"Command failed \S*:(\d+)")
-# iproute2 6.1's dcb (Debian bookworm, Ubuntu 24.04) answers only the first command of a batch: every later one fails
-# with "Attribute not found: Success" and the batch stops there (seen on the VM lab's DCB driver with the distribution
-# binary; single commands work).
-_BATCH_DEFECT = "Attribute not found"
-
-
 def _batch_lines(rails_objects):
     lines = []
     for ro in rails_objects:
@@ -366,29 +347,24 @@ def run_batch(run, lines):
         rc, out, err = _run(run, ["dcb", "-j", "-b", path])
     finally:
         os.unlink(path)
-    if rc == 0:
-        texts = split_batch_json(out, len(lines))
-        return (texts, True) if texts is not None else ([], False)
-    m = _BATCH_FAILED_RE.search(err or "")
-    if m and int(m.group(1)) >= 2 and _BATCH_DEFECT in (err or ""):
-        answered = int(m.group(1)) - 1
-        texts = split_batch_json(out, answered)
-        if texts is not None:
-            return texts, True
-    return [], False
+    return batch_texts(rc, out, err, len(lines))
 
 
-def read_rails(run, rails_objects, need_version):
+def read_rails(run, rails_objects, need_version, version=None):
     """Current DCB state of several rails: one batch process; what it did not answer, one process per object.
 
     ``need_version()`` runs ``dcb -V`` at most once (missing or too old iproute2 fails there); it is not needed when
     the batch answered at least its first command (the tool runs and knows the objects). A rail whose batch answers
-    do not parse is read again object by object, so its errors are the precise ones."""
+    do not parse is read again object by object, so its errors are the precise ones. ``version``, when the caller
+    already knows it: no batch where it would answer only its first command (``BATCH_DEFECT``)."""
     lines = _batch_lines(rails_objects)
-    texts, usable = run_batch(run, lines)
-    if not usable or (lines and not texts):
-        need_version()
-        texts = []
+    if version is not None and not batch_answers_all(version):
+        texts = []   # such a batch would answer its first command only: one process per object instead
+    else:
+        texts, usable = run_batch(run, lines)
+        if not usable or (lines and not texts):
+            need_version()
+            texts = []
     known = dict(zip(lines, texts))
     states = {}
     for ro in rails_objects:
@@ -425,11 +401,11 @@ def summarize(current, desired):
     return out
 
 
-def _read_each(run, rails_objects, need_version):
+def read_each(run, rails_objects, need_version, version=None):
     """read_rails; when that fails, each rail on its own: ({netdev: state}, {netdev: error}). Only a missing or too
     old dcb (DcbToolError) fails the whole run."""
     try:
-        return read_rails(run, rails_objects, need_version), {}
+        return read_rails(run, rails_objects, need_version, version), {}
     except DcbToolError:
         raise
     except DcbError as e:
@@ -437,7 +413,7 @@ def _read_each(run, rails_objects, need_version):
             return {}, dict((ro[0], str(e)) for ro in rails_objects)
     states, errors = {}, {}
     for ro in rails_objects:
-        st, err = _read_each(run, [ro], need_version)
+        st, err = read_each(run, [ro], need_version, version)
         states.update(st)
         errors.update(err)
     return states, errors
@@ -484,7 +460,7 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
         probes.append((netdev, driver, apptrust))
     # DCBX mode read with the rest (a driver without getdcbx does not answer it: not readable, not a rail error)
     with_dcbx = want["dcbx"] != dcbx_mode.KEEP
-    first, read_errors = _read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes], need_version)
+    first, read_errors = read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes], need_version)
     # The host takes DCB over first (dcb dcbx set ... host ieee): until then the firmware's LLDP agent owns ETS, PFC
     # and APP and the handover can change them, so a rail taken over is read again and planned from what it has
     # then. Check mode takes nothing over: its plan is made from the state before the handover.
@@ -505,8 +481,8 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
             else:
                 if takeover.get(netdev, ([], []))[0]:
                     taken.append(netdev)
-        again, again_errors = _read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes if n in taken],
-                                         need_version)
+        again, again_errors = read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes if n in taken],
+                                        need_version)
         current.update(again)
         for n, e in again_errors.items():
             read_errors[n] = "after taking DCB over: %s" % e
@@ -547,8 +523,8 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
                 break
             res["_ok"] += 1
     touched = [r for r in rail_res if not check_mode and r["commands"] and r["before"] is not None]
-    after_all, after_errors = _read_each(run, [(r["rail"], with_ets, r["apptrust_supported"], with_dcbx)
-                                               for r in touched], need_version)
+    after_all, after_errors = read_each(run, [(r["rail"], with_ets, r["apptrust_supported"], with_dcbx)
+                                              for r in touched], need_version)
     for res in touched:
         netdev = res["rail"]
         if netdev in after_errors:

@@ -65,6 +65,11 @@ def parse_nvlink_status(text):
 
 
 def _link_items(nvlink):
+    if not nvlink:
+        # nvidia-smi nvlink --status prints nothing, rc 0, for GPUs without NVLink (recorded on an H200 host,
+        # tests/fixtures/validate/h200-microvm): on an NVSwitch node that is no NVLink at all, not "all up"
+        return [{"concern": NAME, "object": "nvidia-smi", "key": "nvlink", "current": "no GPU reported",
+                 "desired": "NVLink of every GPU"}]
     items = []
     for g in nvlink:
         obj = "GPU %d" % g["gpu"]
@@ -95,7 +100,8 @@ def status(fm, nvlink=None, nvsmi=None):
         link_items = _link_items(nvlink)
         items.extend(link_items)
         for i in link_items:
-            what = ("no NVLink reported" if i["key"] == "nvlink"
+            what = (("no NVLink reported" if i["object"] != "nvidia-smi" else "no GPU with NVLink reported")
+                    if i["key"] == "nvlink"
                     else "NVLink link(s) %s down" % ", ".join(str(n) for n in i["current"]))
             reasons.append("%s: %s (read-only: reset the GPU or the board, see the Fabric Manager log)"
                            % (i["object"], what))

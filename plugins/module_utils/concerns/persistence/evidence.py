@@ -11,8 +11,8 @@ What is gathered (``gather``):
 
 - the facts: ``topology.discover`` (pairing, path bridges with ACS, rails, IOMMU, GPU driver, Fabric Manager,
   nvidia-fs);
-- the DCB state of the rails (``dcb.read_rail`` through ``dcb -j``), the rdma_cm ToS of the rail ports, the
-  nvidia-fs counters;
+- the DCB state of the rails (``dcb.read_each``: one ``dcb -j -b`` batch for every rail where iproute2 answers
+  whole batches, else ``dcb -j`` per object), the rdma_cm ToS of the rail ports, the nvidia-fs counters;
 - every concern's status: the desired-state document (``DESIRED_FILE``, written by ``fabric_persist``) evaluated
   by ``evaluate(desired, sysroot, runner)`` - the one-call check of ``node_check.py``, the same planners the concern
   modules run, read-only. Without a desired state every concern is ``not_checked`` (never ``ok``);
@@ -23,7 +23,10 @@ What is gathered (``gather``):
   ``RDMA_COUNTERS`` names;
 - the last GDS proof (``GDS_VERDICT_FILE``, written by ``gds_verify``): its verdict and its age.
 
-CLI (the timer's command): ``gpufabric-evidence [--desired FILE] [--textfile-dir DIR] [--filename NAME] [--stdout]``.
+CLI (the timer's command): ``gpufabric-evidence [--desired FILE] [--textfile-dir DIR] [--filename NAME] [--interval S]
+[--stdout]``; the directory defaults to the OS profile's node_exporter textfile directory
+(``os_profiles.textfile_dir``), the one ``fabric_metrics`` writes ``gpufabric.prom`` to; the timer's file is
+``gpufabric-evidence.prom``.
 The file is written atomically (temp file in the same directory, fsync, rename, fsync of the directory), mode 0644,
 owned by root, and only when its content differs. Plain Python: no Ansible imports.
 This file is private to the collection: no stable API is promised.
@@ -48,8 +51,12 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistenc
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns import state
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import manage as rdma_cm
 
-DEFAULT_TEXTFILE_DIR = "/var/lib/node_exporter/textfile_collector"
-DEFAULT_FILENAME = "gpufabric.prom"
+# node_exporter's textfile directory is the OS profile's (os_profiles.textfile_dir), shared by both writers; each
+# writes its own file, and every series carries the label writer, so the two files never hold the same series
+DEFAULT_FILENAME = "gpufabric-evidence.prom"
+REPORT_FILENAME = "gpufabric.prom"
+WRITER = "evidence_timer"
+REPORT_WRITER = "fabric_metrics"
 FILE_MODE = 0o644
 DESIRED_FILE = state.STATE_DIR + "/desired.json"
 DESIRED_SCHEMA = "gpufabric.desired/v1"
@@ -199,7 +206,7 @@ def default_rails(facts):
 
 
 def read_dcb(sysroot, run, rails, binary):
-    """({rail: dcb.read_rail result or {error}}, iproute2 version string or None). ``run(argv)`` runs ``binary``
+    """({rail: dcb.read_each state or {error}}, iproute2 version string or None). ``run(argv)`` runs ``binary``
     (the dcb found on PATH, None when there is none) with the rest of argv."""
     if binary is None:
         err = "dcb (iproute2 >= 5.12) was not found in PATH"
@@ -211,14 +218,19 @@ def read_dcb(sysroot, run, rails, binary):
         version = dcb.dcb_version(dcb_run)
     except dcb.DcbError as e:
         return dict((r, {"error": str(e)}) for r in rails), None
-    out = {}
+    out, probed = {}, []
     for rail in rails:
         try:
-            apptrust = dcb.probe_apptrust(dcb_run, rail, dcb.driver_of(sysroot, rail), version)
-            out[rail] = dcb.read_rail(dcb_run, rail, apptrust=apptrust)
+            probed.append((rail, False, dcb.probe_apptrust(dcb_run, rail, dcb.driver_of(sysroot, rail), version)))
         except dcb.DcbError as e:
             out[rail] = {"error": str(e)}
-    return out, ".".join(str(v) for v in version)
+    try:   # every rail in one batch where the release answers whole batches, else one process per object
+        states, errors = dcb.read_each(dcb_run, probed, lambda: version, version)
+    except dcb.DcbError as e:
+        states, errors = {}, dict((ro[0], str(e)) for ro in probed)
+    out.update(states)
+    out.update((r, {"error": e}) for r, e in errors.items())
+    return dict((r, out[r]) for r in rails), ".".join(str(v) for v in version)
 
 
 def read_tos(sysroot, facts):

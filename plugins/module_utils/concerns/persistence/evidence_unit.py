@@ -13,7 +13,8 @@ Installed next to the boot-time applier, from the same copy of the module_utils 
 - the desired-state document ``/etc/gpufabric/desired.json`` (0644, ``evidence.desired_document``) the concerns
   are evaluated against, when one is given; without one the timer reports every core concern ``not_checked``.
 
-The textfile directory is node_exporter's: the timer creates it (root, 0755) on its first write when it is missing
+The textfile directory is node_exporter's (by default the OS profile's, shared with ``fabric_metrics``; the timer's
+file is ``gpufabric-evidence.prom``, ``fabric_metrics``' is ``gpufabric.prom``): the timer creates it (root, 0755) on its first write when it is missing
 (a directory below ``/etc`` or ``/usr``, read-only to the hardened service, must exist).
 
 The files go through ``persist.Installer`` with the applier's (content, type, mode and owner drift; atomic
@@ -30,11 +31,14 @@ __metaclass__ = type
 
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence, install as persist
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
+from ansible_collections.gpufabric.node.plugins.module_utils import os_profiles
 
 SERVICE = "gpufabric-evidence.service"
 TIMER = "gpufabric-evidence.timer"
 DEFAULT_SCRIPT = "/usr/local/sbin/gpufabric-evidence"
-DEFAULT_INTERVAL = 60
+# one run costs an 8-rail node 0.23-0.31 CPU-s with its C tools (docs/benchmarks.md, the node profile): every
+# 600 s that is at most 0.05 % of one core (issue 23: at most 0.1 %; 300 s would be 0.08-0.10 %)
+DEFAULT_INTERVAL = 600
 MIN_INTERVAL, MAX_INTERVAL = 10, 86400
 # the module_utils the script runs (one of node_payload.ENTRY_POINTS, so it is in the library copy)
 ENTRY = "boot.evidence_timer"
@@ -44,9 +48,13 @@ OPTIONS = ("evidence", "evidence_interval", "evidence_textfile_dir", "evidence_f
            "evidence_desired")
 
 
-def validate(p):
+def validate(p, sysroot):
     """Normalise and check the evidence options of ``p`` (fabric_persist's params); ValueError names the option.
-    Checked also with ``evidence: false`` so that a bad value never waits for the day it is turned on."""
+    Checked also with ``evidence: false`` so that a bad value never waits for the day it is turned on. An
+    ``evidence_textfile_dir`` of None becomes the node's OS profile's node_exporter textfile directory
+    (``os_profiles.textfile_dir``: the one ``fabric_metrics`` writes to as well)."""
+    if p["evidence_textfile_dir"] is None:
+        p["evidence_textfile_dir"] = os_profiles.textfile_dir(sysroot)[0]
     interval = p["evidence_interval"]
     if isinstance(interval, bool) or not isinstance(interval, int) or not MIN_INTERVAL <= interval <= MAX_INTERVAL:
         raise ValueError("evidence_interval must be %d..%d seconds (got %r)" % (MIN_INTERVAL, MAX_INTERVAL, interval))
@@ -62,6 +70,9 @@ def validate(p):
         raise ValueError(str(e))
     if p["evidence_textfile_dir"] == "/":
         raise ValueError("evidence_textfile_dir must not be /")
+    if p["evidence_filename"] == evidence.REPORT_FILENAME:
+        raise ValueError("evidence_filename must not be %s, the file fabric_metrics (report.yml) writes to the same "
+                         "directory" % evidence.REPORT_FILENAME)
     if p["evidence_script"] in (p["script"], p["lib_dir"]) or p["evidence_script"].startswith(p["lib_dir"] + "/"):
         raise ValueError("evidence_script %r must differ from script and lie outside lib_dir %r"
                          % (p["evidence_script"], p["lib_dir"]))
@@ -87,7 +98,7 @@ CPU_QUOTA = 50   # percent of one CPU
 def render_service(p):
     exec_start = " ".join(inputs.systemd_exec_arg(w) for w in (
         p["evidence_script"], "--desired", evidence.DESIRED_FILE, "--textfile-dir", p["evidence_textfile_dir"],
-        "--filename", p["evidence_filename"]))
+        "--filename", p["evidence_filename"], "--interval", str(int(p["evidence_interval"]))))
     return (
         "# %s\n"
         "[Unit]\n"

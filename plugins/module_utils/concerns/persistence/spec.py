@@ -31,6 +31,7 @@ def params(d, evidence_desired):
                                                   "evidence_interval", "evidence_textfile_dir",
                                                   "evidence_filename", "evidence_script"))
     p["rules_file"] = d["persistence_udev_rules_file"]
+    p["evidence_textfile_dir"] = p["evidence_textfile_dir"] or None   # the OS profile's, as the role passes it
     if d["persistence_python"]:
         p["python"] = d["persistence_python"]
     if p["evidence"] and p["state"] == "present":

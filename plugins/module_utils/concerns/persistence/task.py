@@ -22,6 +22,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import node_payload
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import install as persist
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence_unit as persist_evidence
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 
@@ -39,8 +40,8 @@ ARGUMENT_SPEC = dict(
     enabled=dict(type="bool", default=True),
     evidence=dict(type="bool", default=False),
     evidence_interval=dict(type="int", default=persist_evidence.DEFAULT_INTERVAL),
-    evidence_textfile_dir=dict(type="path", default="/var/lib/node_exporter/textfile_collector"),
-    evidence_filename=dict(type="str", default="gpufabric.prom"),
+    evidence_textfile_dir=dict(type="path"),
+    evidence_filename=dict(type="str", default=evidence.DEFAULT_FILENAME),
     evidence_script=dict(type="path", default=persist_evidence.DEFAULT_SCRIPT),
     evidence_desired=dict(type="dict"),
 )
@@ -79,7 +80,7 @@ def diff_of(actions, lib_dir, sysroot):
     return diffs
 
 
-def validate(module, p):
+def validate(module, p, sysroot):
     """Every value the applier's files are rendered from, checked for the syntax it goes into (shebang, Python
     source, ExecStart=, Before=, udev RUN): absolute normalized paths of portable characters, unit names."""
     python = p["python"] or sys.executable
@@ -101,7 +102,7 @@ def validate(module, p):
         if not 0 <= p[key] <= 3600:
             module.fail_json(msg="%s must be 0..3600 seconds (got %d)" % (key, p[key]))
     try:
-        persist_evidence.validate(p)
+        persist_evidence.validate(p, sysroot)
     except ValueError as e:
         module.fail_json(msg=str(e))
     return python
@@ -110,10 +111,10 @@ def validate(module, p):
 def run(module, sysroot=None):
     """Survey and (unless check mode) install or remove the boot-time applier."""
     p = module.params
-    python = validate(module, p)
+    sysroot = sysroot or Sysroot()
+    python = validate(module, p, sysroot)
     present = p["state"] == "present"
     check = module.check_mode
-    sysroot = sysroot or Sysroot()
     unit_path = "%s/%s" % (p["unit_dir"], UNIT)
     template_path = "%s/%s" % (p["unit_dir"], TEMPLATE)
     runner = CommandRunner(module)

@@ -7,8 +7,9 @@ The command line, the output (text, ``-j``, ``-j -p``), batch mode (``-b FILE``/
 one JSON writer for the whole batch, so successive top-level objects are comma-separated, and
 ``Command failed FILE:LINE`` on the first failure; with 6.1 only the first command of a batch is
 answered, every later one fails with ``Attribute not found: Success``, as bookworm's iproute2 6.1
-does on a real DCB netdev, seen on the VM lab's driver; 6.5 is modelled answering whole batches,
-which was not checked against a real 6.5), the error texts and the exit codes
+does on a real DCB netdev, seen on the VM lab's driver and explained by iproute2's source (84c03697 in v6.1.0 left
+the ACK of each request in the socket, d0e02f35 in v6.2.0 fixed it: see ``_batch``); other releases answer whole
+batches, which was read in the source, not checked against a real 6.2+), the error texts and the exit codes
 follow iproute2's dcb/*.c and lib/utils.c do_batch() of the version recorded for the node in
 ``<root>/var/lib/gpufabric-sim/iproute2.json`` (6.1: no ``apptrust``/``pcp-prio``; 6.2+:
 both; 6.5+: every JSON APP entry gains a trailing ``" "`` string element).
@@ -1710,8 +1711,11 @@ def _batch(ctx, name, force, stdin):
         args = _makeargs(line, ctx)
         if not args:
             continue
-        if ran and ctx.vt < (6, 5, 0):
-            # iproute2 6.1's batch defect: the commands after the first one get no usable netlink reply
+        if ran and (6, 1, 0) <= ctx.vt < (6, 2, 0):
+            # iproute2 6.1's batch defect (dcb.c, 84c03697 in v6.1.0: requests carry NLM_F_ACK, but the reply
+            # callback stops at the attribute and leaves the ACK in the socket; the next command of the process
+            # reads that ACK, seq = time(NULL) matching within the second, finds no attribute and fails with
+            # perror("Attribute not found"). Fixed by d0e02f35 in v6.2.0; 5.11-6.0 sent no NLM_F_ACK)
             ctx.eprint("Attribute not found: Success\n")
             rc = 1
         else:

@@ -23,7 +23,7 @@ FIXTURES = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file_
 
 
 def fixture(name):
-    with open(os.path.join(FIXTURES, name)) as f:
+    with open(os.path.join(FIXTURES, name) if "/" not in name else os.path.join(FIXTURES, "..", name)) as f:
         return f.read()
 
 
@@ -77,6 +77,10 @@ NO_SWITCH = {"needed": False, "running": False, "pids": []}
     (FM_DOWN, "hgx-h100-gpu3-two-down.txt", None, "drift", "not running",
      [("nvidia-fabricmanager", "running"), ("GPU 3", "nvlink_down")]),
     (FM_UP, "pcie-gpu-no-links.txt", None, "drift", "GPU 0: no NVLink reported", [("GPU 0", "nvlink")]),
+    # recorded on a real H200 without NVLink peers: empty output, rc 0
+    (FM_UP, "validate/h200-microvm/nvidia-smi-nvlink-status.txt", None, "drift",
+     "nvidia-smi: no GPU with NVLink reported", [("nvidia-smi", "nvlink")]),
+    (NO_SWITCH, "validate/h200-microvm/nvidia-smi-nvlink-status.txt", None, "not_applicable", "no NVSwitch", []),
     (FM_UP, None, "rc=255: NVML: Insufficient Permissions", "error", "nvidia-smi nvlink --status failed: rc=255", []),
 ])
 def test_status(fm, nvlink, nvsmi, status, reason, keys):

@@ -30,13 +30,13 @@ def facts(tmp_path_factory):
 
 
 def svg_of(html, host):
-    m = re.search(r'<section class="node" id="node-%s">.*?(<svg .*?</svg>)' % host, html, re.S)
+    m = re.search(r'<section class="node[^"]*" id="node-%s">.*?(<svg .*?</svg>)' % host, html, re.S)
     assert m, "no SVG for %s" % host
     return ET.fromstring(m.group(1))
 
 
 def section(html, host):
-    m = re.search(r'<section class="node" id="node-%s">(.*?)</section>' % re.escape(host), html, re.S)
+    m = re.search(r'<section class="node[^"]*" id="node-%s">(.*?)</section>' % re.escape(host), html, re.S)
     assert m, "no section for %s" % host
     return m.group(1)
 

@@ -30,7 +30,7 @@ MODULES = import_graph.modules()
 LIB = "/usr/local/lib/gpufabric"
 APPLY = "/usr/local/sbin/gpufabric-apply"
 EVIDENCE = "/usr/local/sbin/gpufabric-evidence"
-PROM = "/var/lib/node_exporter/textfile_collector/gpufabric.prom"
+PROM = "/var/lib/node_exporter/textfile_collector/gpufabric-evidence.prom"   # no os-release: upstream's directory
 # third-party libraries a payload file may use when the node has them, imported where their absence is handled
 OPTIONAL = {"pyroute2": "python3-pyroute2 (per-rail routing)", "yaml": "python3-yaml (netplan definitions)"}
 PYTHONS = [sys.executable] + [p for p in ("/usr/bin/python3",) if os.path.exists(p)]

@@ -147,16 +147,14 @@ FACTS = {
 # (evidence, {sample name: {labels tuple: value}} that must be present, sample names that must be absent)
 EVIDENCE_CASES = [
     ({"facts": FACTS},
-     {"gpufabric_acs_redirect_clear": {
-         (("bridge", "0000:17:00.0"), ("gpu", "0000:18:00.0"), ("nic", "0000:19:00.0"), ("role", "downstream")): 0,
-         (("bridge", "0000:16:00.0"), ("gpu", "0000:18:00.0"), ("nic", "0000:19:00.0"), ("role", "upstream")): 1,
-         (("bridge", "0000:17:01.0"), ("gpu", "0000:18:00.0"), ("nic", "0000:19:00.0"), ("role", "downstream")): 1},
+     {"gpufabric_pair_acs_redirect_clear": {(("gpu", "0000:18:00.0"), ("nic", "0000:19:00.0")): 0},
+      # only the bridge that redirects has its register; 17:01.0 (0x11) and 16:00.0 (no capability) are clear
       "gpufabric_acs_ctrl": {(("bridge", "0000:17:00.0"), ("role", "downstream")): 0x1d},
-      "gpufabric_acs_capability_present": {(("bridge", "0000:16:00.0"), ("role", "upstream")): 0},
       "gpufabric_pair_relation_info": {
-          (("gpu", "0000:18:00.0"), ("netdev", "ens1np0"), ("nic", "0000:19:00.0"), ("relation", "PIX")): 1,
-          (("gpu", "0000:1a:00.0"), ("netdev", ""), ("nic", "0000:1b:00.0"), ("relation", "SYS")): 1},
-      "gpufabric_pair_cross_numa": {(("gpu", "0000:1a:00.0"), ("nic", "0000:1b:00.0")): 1},
+          (("cross_numa", "false"), ("gpu", "0000:18:00.0"), ("netdev", "ens1np0"), ("nic", "0000:19:00.0"),
+           ("relation", "PIX")): 1,
+          (("cross_numa", "true"), ("gpu", "0000:1a:00.0"), ("netdev", ""), ("nic", "0000:1b:00.0"),
+           ("relation", "SYS")): 1},
       "gpufabric_iommu_identity": {(): 1},
       "gpufabric_iommu_mode_info": {(("mode", "identity"),): 1},
       "gpufabric_gpu_driver_open": {(): 1},
@@ -165,40 +163,51 @@ EVIDENCE_CASES = [
       "gpufabric_fabric_manager_running": {(): 0},
       "gpufabric_nvfs_loaded": {(): 1},
       "gpufabric_nvfs_rw_stats_enabled": {(): 1}},
-     ["gpufabric_gds_active", "gpufabric_nvfs_reads_total", "gpufabric_rail_dcb_up", "gpufabric_rdma_cm_tos"]),
+     ["gpufabric_gds_active", "gpufabric_nvfs_reads_total", "gpufabric_rail_dcb_up", "gpufabric_rdma_cm_tos",
+      "gpufabric_acs_redirect_clear", "gpufabric_acs_capability_present", "gpufabric_pair_cross_numa"]),
+    # no drift items: the summary of each rail only
     ({"dcb": {"ens1np0": _rail(), "ens2np0": _rail(trust_dscp=False, pfc=()), "ens3np0": {"error": "rc=1"}}},
      {"gpufabric_rail_dcb_up": {(("rail", "ens1np0"),): 1, (("rail", "ens2np0"),): 1, (("rail", "ens3np0"),): 0},
-      "gpufabric_rail_trust_dscp": {(("rail", "ens1np0"),): 1, (("rail", "ens2np0"),): 0},
-      "gpufabric_rail_pfc_enabled": {(("priority", "3"), ("rail", "ens1np0")): 1,
-                                     (("priority", "4"), ("rail", "ens1np0")): 0,
-                                     (("priority", "3"), ("rail", "ens2np0")): 0},
-      "gpufabric_rail_dscp_priority": {(("dscp", "26"), ("rail", "ens1np0")): 3,
+      "gpufabric_rail_dcb_info": {(("pfc_priorities", "3"), ("rail", "ens1np0"), ("trust", "dscp")): 1,
+                                  (("pfc_priorities", ""), ("rail", "ens2np0"), ("trust", "pcp")): 1}},
+     ["gpufabric_pair_acs_redirect_clear", "gpufabric_iommu_identity", "gpufabric_rail_pfc_enabled",
+      "gpufabric_rail_dscp_priority", "gpufabric_rail_trust_dscp", "gpufabric_rail_dscp_app_entries"]),
+    # dcb in drift on ens1np0: its full map and PFC state; ens2np0's summary only
+    ({"dcb": {"ens1np0": _rail(multi=True, pfc=(3, 4)), "ens2np0": _rail()},
+      "node": {"concerns": {"dcb": {"status": "drift", "items": [
+          {"concern": "dcb", "object": "ens1np0", "key": "pfc", "current": [3, 4], "desired": [3]}]}}}},
+     {"gpufabric_rail_dscp_priority": {(("dscp", "48"), ("rail", "ens1np0")): 2,
+                                       (("dscp", "26"), ("rail", "ens1np0")): 3,
                                        (("dscp", "46"), ("rail", "ens1np0")): 5},
-      "gpufabric_rail_dscp_app_entries": {(("rail", "ens1np0"),): 64, (("rail", "ens2np0"),): 0}},
-     ["gpufabric_acs_redirect_clear", "gpufabric_iommu_identity"]),
-    ({"dcb": {"ens1np0": _rail(multi=True)}},
-     {"gpufabric_rail_dscp_priority": {(("dscp", "48"), ("rail", "ens1np0")): 2},
-      "gpufabric_rail_dscp_app_entries": {(("rail", "ens1np0"),): 65}}, []),
+      "gpufabric_rail_pfc_enabled": {(("priority", "3"), ("rail", "ens1np0")): 1,
+                                     (("priority", "4"), ("rail", "ens1np0")): 1,
+                                     (("priority", "5"), ("rail", "ens1np0")): 0},
+      "gpufabric_rail_dcb_info": {(("pfc_priorities", "3,4"), ("rail", "ens1np0"), ("trust", "dscp")): 1},
+      "gpufabric_concern_drift_items": {(("concern", "dcb"),): 1, (("concern", "acs"),): 0}}, []),
     ({"rdma_cm": [{"device": "mlx5_0", "port": 1, "rail": "ens1np0", "tos": 106},
                   {"device": "mlx5_1", "port": 1, "rail": "ens2np0", "tos": None}]},
      {"gpufabric_rdma_cm_tos": {(("device", "mlx5_0"), ("port", "1"), ("rail", "ens1np0")): 106}}, []),
     ({"nvfs": {"reads": 7, "reads_ok": 7, "read_err": 0, "read_mib": 64, "read_io_state_err": 0,
                "writes": 3, "writes_ok": 3, "write_err": 1, "write_mib": 32, "write_io_state_err": 0},
       "gds": {"gds_active": True, "compat_fallback_suspected": False}},
-     {"gpufabric_nvfs_reads_total": {(): 7}, "gpufabric_nvfs_read_mib_total": {(): 64},
-      "gpufabric_nvfs_writes_total": {(): 3}, "gpufabric_nvfs_write_mib_total": {(): 32},
+     {"gpufabric_nvfs_reads_total": {(): 7}, "gpufabric_nvfs_read_bytes_total": {(): 64 << 20},
+      "gpufabric_nvfs_writes_total": {(): 3}, "gpufabric_nvfs_written_bytes_total": {(): 32 << 20},
       "gpufabric_nvfs_write_errors_total": {(): 1}, "gpufabric_nvfs_read_ok_total": {(): 7},
-      "gpufabric_gds_active": {(): 1}, "gpufabric_gds_compat_fallback_detected": {(): 0}}, []),
+      "gpufabric_gds_active": {(): 1}, "gpufabric_gds_compat_fallback_detected": {(): 0}},
+     ["gpufabric_nvfs_read_mib_total", "gpufabric_nvfs_write_mib_total"]),
     # rw_stats_enabled=0: nvidia-fs prints only the error counters; the others are absent, not zero
     ({"nvfs": {"reads": None, "reads_ok": None, "read_err": 2, "read_mib": None, "read_io_state_err": 0,
                "writes": None, "writes_ok": None, "write_err": 0, "write_mib": None, "write_io_state_err": 0},
       "gds": {"gds_active": False, "compat_fallback_suspected": True}},
      {"gpufabric_nvfs_read_errors_total": {(): 2}, "gpufabric_gds_active": {(): 0},
       "gpufabric_gds_compat_fallback_detected": {(): 1}},
-     ["gpufabric_nvfs_reads_total", "gpufabric_nvfs_read_mib_total", "gpufabric_nvfs_writes_total"]),
-    ({"nvfs": None, "gds": {"gds_active": True, "compat_fallback_suspected": None}},
-     {"gpufabric_gds_active": {(): 1}},
-     ["gpufabric_gds_compat_fallback_detected", "gpufabric_nvfs_reads_total"]),
+     ["gpufabric_nvfs_reads_total", "gpufabric_nvfs_read_bytes_total", "gpufabric_nvfs_writes_total"]),
+    ({"nvfs": None, "gds": {"gds_active": True, "compat_fallback_suspected": None, "time": 1000.0}, "now": 1600.5,
+      "interval": 60},
+     {"gpufabric_gds_active": {(): 1}, "gpufabric_gds_verdict_timestamp_seconds": {(): 1000.0},
+      "gpufabric_last_check_timestamp_seconds": {(): 1600.5}, "gpufabric_check_interval_seconds": {(): 60}},
+     ["gpufabric_gds_compat_fallback_detected", "gpufabric_nvfs_reads_total", "gpufabric_gds_verdict_age_seconds",
+      "gpufabric_evidence_timestamp_seconds"]),
 ]
 
 
@@ -219,18 +228,33 @@ def test_evidence(evidence, present, absent):
     assert "# TYPE" in text and "\n\n" not in text
 
 
-def test_unreadable_bridge_is_absent():
+def test_unreadable_bridge_makes_its_pair_absent():
     samples, _types = parse(prom.render_evidence({"facts": FACTS}))
-    bridges = set(dict(k)["bridge"] for k in samples["gpufabric_acs_redirect_clear"])
-    assert "0000:17:02.0" not in bridges
-    assert "0000:17:02.0" not in set(dict(k)["bridge"] for k in samples["gpufabric_acs_capability_present"])
+    pairs = set(dict(k)["gpu"] for k in samples["gpufabric_pair_acs_redirect_clear"])
+    assert pairs == {"0000:18:00.0"}      # 1a:00.0's path has a bridge whose ACS state could not be read
+    assert "0000:17:02.0" not in set(dict(k)["bridge"] for k in samples["gpufabric_acs_ctrl"])
+
+
+@pytest.mark.parametrize("writer", ["evidence_timer", "fabric_metrics"])
+def test_every_series_carries_its_writer(writer):
+    ev = dict(EVIDENCE_CASES[0][0], writer=writer, node={"concerns": ALL_OK}, now=1.0)
+    samples, _types = parse(prom.render_evidence(ev))
+    assert samples and all(dict(k)["writer"] == writer for series in samples.values() for k in series)
+
+
+def test_unknown_writer_is_refused():
+    with pytest.raises(ValueError, match="writer must be one of"):
+        prom.render_evidence({"writer": "cron"})
 
 
 def test_every_metric_is_declared_once_with_a_valid_name():
     for short, (mtype, help_text) in prom.METRICS.items():
         fam = prom.Family(prom.PREFIX + short, mtype, help_text)
         assert fam.name.startswith("gpufabric_") and help_text
-    assert all(short in prom.METRICS for _key, short in prom.NVFS_COUNTERS)
+        # base units: no MiB, GT/s or ages; counters end in _total, info series are gauges
+        assert not any(bad in short for bad in ("_mib", "_gts", "_age_")), short
+        assert (mtype == "counter") == short.endswith("_total") and (mtype == "gauge" or not short.endswith("_info"))
+    assert all(short in prom.METRICS for _key, short, _factor in prom.NVFS_COUNTERS)
 
 
 GOOD = {"iommu": {"mode": "identity"}, "fabric_manager": {"needed": True, "running": True},
@@ -277,6 +301,11 @@ def test_concern_status_and_node_ok(name, evidence, current, node_ok):
     assert got == dict(((c, s), 1.0 if s == current[c] else 0.0) for c in current for s in STATUSES)
     assert samples["gpufabric_node_ok"] == {frozenset(): float(node_ok)}
     assert types["gpufabric_concern_status"] == "gauge" and types["gpufabric_node_ok"] == "gauge"
+    assert samples["gpufabric_reboot_required"] == {
+        frozenset(): float(bool(evidence["node"].get("reboot_required")))}
+    # a concern in drift without items (a hand-made status) counts 0 items; every other status counts none
+    assert set(samples["gpufabric_concern_drift_items"].values()) == {0.0}
+    assert set(dict(k)["concern"] for k in samples["gpufabric_concern_drift_items"]) == set(current)
 
 
 def test_without_node_no_concern_series():
@@ -300,11 +329,14 @@ def test_pcie_link_and_gpudirect_metrics():
         "gpudirect_rdma": {"mechanism": "dmabuf", "dmabuf": {"usable": True}, "peermem": {"loaded": False}}}
     samples, types = parse(prom.render_evidence({"facts": facts}))
     x8 = frozenset({"device": "0000:39:00.0", "kind": "gpu", "port": "0000:38:01.0"}.items())
-    idle = frozenset({"device": "0000:19:00.0", "kind": "gpu", "port": "0000:18:00.0"}.items())
-    assert samples["gpufabric_pcie_link_width"][x8] == 8 and samples["gpufabric_pcie_link_max_width"][x8] == 16
-    assert samples["gpufabric_pcie_link_below_capability"] == {x8: 1.0, idle: 0.0}   # unknown: no sample
-    assert samples["gpufabric_pcie_link_speed_gts"][idle] == 2.5
+    # the count per state always; width and speed of the link below its capability only
+    assert dict((dict(k)["state"], v) for k, v in samples["gpufabric_pcie_links"].items()) == {
+        "ok": 0, "idle": 1, "degraded": 1, "slot_limited": 0, "unknown": 1}
+    assert samples["gpufabric_pcie_link_width"] == {x8: 8.0} and samples["gpufabric_pcie_link_max_width"] == {x8: 16}
+    assert samples["gpufabric_pcie_link_speed_transfers_per_second"] == {x8: 32e9}
+    assert samples["gpufabric_pcie_link_max_speed_transfers_per_second"] == {x8: 32e9}
+    assert "gpufabric_pcie_link_below_capability" not in samples and "gpufabric_pcie_link_speed_gts" not in samples
     assert samples["gpufabric_gpudirect_rdma_mechanism_info"] == {frozenset({"mechanism": "dmabuf"}.items()): 1.0}
     assert samples["gpufabric_gpudirect_rdma_dmabuf_usable"] == {frozenset(): 1.0}
     assert samples["gpufabric_gpudirect_rdma_peermem_loaded"] == {frozenset(): 0.0}
-    assert types["gpufabric_pcie_link_width"] == "gauge"
+    assert types["gpufabric_pcie_links"] == "gauge"

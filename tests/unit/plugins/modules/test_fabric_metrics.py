@@ -61,13 +61,16 @@ def node(template, tmp_path, monkeypatch):
 
 
 def metrics(root, rel=PROM):
-    """{sample name: {frozenset(labels): value}} of the written file, through the real parser."""
+    """{sample name: {frozenset(labels): value}} of the written file, through the real parser; the label every
+    series carries (writer="fabric_metrics") left out."""
     with open(os.path.join(root, rel)) as f:
         text = f.read()
     out = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
-            out.setdefault(s.name, {})[frozenset(s.labels.items())] = s.value
+            labels = dict(s.labels)
+            assert labels.pop("writer") == "fabric_metrics", s
+            out.setdefault(s.name, {})[frozenset(labels.items())] = s.value
     return out
 
 
@@ -118,21 +121,19 @@ def test_fresh_node_then_configured_then_idempotent(node, monkeypatch):
     assert [r["rail"] for r in res["rails"]] == sorted(rails) and all(r["dcb_up"] for r in res["rails"])
     m = metrics(root)
     assert res["samples"] == sum(len(v) for v in m.values())
-    acs = m["gpufabric_acs_redirect_clear"]
     pairs = topology.discover(Sysroot(root), ["pci"])["pairing"]
-    assert len(acs) == sum(len(p["bridges"]) for p in pairs) and len(pairs) == 8
+    assert len(pairs) == 8
     with_acs = set(b["bdf"] for b in path_bridges(root) if b["acs"]["present"])
     assert len(with_acs) == 16
-    for labels, value in acs.items():
-        lab = dict(labels)
-        # fresh node: the kernel enabled ACS redirection on every bridge that has the capability
-        assert value == (0.0 if lab["bridge"] in with_acs else 1.0), lab
-        assert lab["gpu"] in [p["gpu"] for p in pairs] and lab["role"] in ("downstream", "upstream")
+    # fresh node: the kernel enabled ACS redirection on every bridge that has the capability
+    assert by(m["gpufabric_pair_acs_redirect_clear"], "gpu", "nic") == dict(
+        ((p["gpu"], p["nic"]), 0.0) for p in pairs)
+    assert set(b for (b,) in by(m["gpufabric_acs_ctrl"], "bridge")) == with_acs
     assert set(by(m["gpufabric_pair_relation_info"], "relation").keys()) <= {("PIX",), ("PXB",)}
-    assert by(m["gpufabric_rail_trust_dscp"], "rail") == dict(((r,), 0.0) for r in rails)
-    assert set(by(m["gpufabric_rail_pfc_enabled"], "rail", "priority").values()) == {0.0}
-    assert len(m["gpufabric_rail_pfc_enabled"]) == 8 * len(rails)
-    assert "gpufabric_rail_dscp_priority" not in m
+    assert by(m["gpufabric_rail_dcb_info"], "rail", "trust", "pfc_priorities") == dict(
+        ((r, "pcp", ""), 1.0) for r in rails)
+    # no concern statuses given: no rail is known to be in drift, so no per-priority PFC and no DSCP map
+    assert "gpufabric_rail_pfc_enabled" not in m and "gpufabric_rail_dscp_priority" not in m
     # no configfs group yet: the kernel default 0 is in effect
     assert set(by(m["gpufabric_rdma_cm_tos"], "device", "port", "rail").values()) == {0.0}
     assert "gpufabric_nvfs_reads_total" not in m             # rw_stats_enabled=0 in this topology
@@ -141,38 +142,46 @@ def test_fresh_node_then_configured_then_idempotent(node, monkeypatch):
     assert "gpufabric_gds_active" not in m
     assert m["gpufabric_gpu_driver_open"] == {frozenset(): 1.0}
     assert m["gpufabric_fabric_manager_running"] == {frozenset(): 1.0}
+    assert m["gpufabric_last_check_timestamp_seconds"][frozenset()] > 1.7e9
+    assert "gpufabric_check_interval_seconds" not in m and "gpufabric_evidence_desired_state" not in m
 
-    # configure: ACS redirects cleared, DSCP 26 -> prio 3 with PFC on 3, ToS 106, counted GDS I/O
+    # configure: ACS redirects cleared, DSCP 26 -> prio 3 with PFC on 3, ToS 106, counted GDS I/O; the play found
+    # one rail's DCB in drift
     clear_acs(root)
     configure_dcb(root, rails)
     write_tos(root, "mlx5_0", 1, 106)
     write_nvfs(root, True, {"reads": 12, "reads_ok": 12, "read_mib": 256, "writes": 4, "writes_ok": 4,
                             "write_mib": 64})
-    res = run_module(fabric_metrics, {}, monkeypatch=monkeypatch)
+    args = {"checked_at": 1767225600.5, "concerns": {"dcb": {"status": "drift", "reason": "map", "items": [
+        {"concern": "dcb", "object": rails[0], "key": "dscp_prio:46", "current": 5, "desired": None}]}}}
+    res = run_module(fabric_metrics, args, monkeypatch=monkeypatch)
     assert res["changed"], res
     m = metrics(root)
-    assert set(m["gpufabric_acs_redirect_clear"].values()) == {1.0}
+    assert set(m["gpufabric_pair_acs_redirect_clear"].values()) == {1.0} and "gpufabric_acs_ctrl" not in m
+    assert by(m["gpufabric_rail_dcb_info"], "rail", "trust", "pfc_priorities") == dict(
+        ((r, "dscp", "3"), 1.0) for r in rails)
     pfc = by(m["gpufabric_rail_pfc_enabled"], "rail", "priority")
-    for r in rails:
-        for prio in range(8):
-            assert pfc[(r, str(prio))] == (1.0 if prio == 3 else 0.0)
-    assert set(by(m["gpufabric_rail_trust_dscp"], "rail").values()) == {1.0}
+    assert pfc == dict(((rails[0], str(prio)), 1.0 if prio == 3 else 0.0) for prio in range(8))
     dscp = by(m["gpufabric_rail_dscp_priority"], "rail", "dscp")
+    assert len(dscp) == 64 and set(r for r, _d in dscp) == {rails[0]}
     assert dscp[(rails[0], "26")] == 3.0 and dscp[(rails[0], "46")] == 5.0     # mlx5 default DSCP >> 3
-    assert by(m["gpufabric_rail_dscp_app_entries"], "rail")[(rails[0],)] == 64.0
+    assert by(m["gpufabric_concern_drift_items"], "concern")[("dcb",)] == 1.0
     tos = by(m["gpufabric_rdma_cm_tos"], "device", "port", "rail")
     assert tos.pop(("mlx5_0", "1", "ens1np0")) == 106.0 and set(tos.values()) == {0.0}    # the rest: no group
     assert m["gpufabric_nvfs_reads_total"] == {frozenset(): 12.0}
-    assert m["gpufabric_nvfs_read_mib_total"] == {frozenset(): 256.0}
+    assert m["gpufabric_nvfs_read_bytes_total"] == {frozenset(): 256.0 * 1048576}
     assert m["gpufabric_nvfs_writes_total"] == {frozenset(): 4.0}
-    assert m["gpufabric_nvfs_write_mib_total"] == {frozenset(): 64.0}
+    assert m["gpufabric_nvfs_written_bytes_total"] == {frozenset(): 64.0 * 1048576}
+    assert m["gpufabric_last_check_timestamp_seconds"] == {frozenset(): 1767225600.5}
 
     path = os.path.join(root, PROM)
     st = os.stat(path)
-    res = run_module(fabric_metrics, {}, monkeypatch=monkeypatch)
+    res = run_module(fabric_metrics, args, monkeypatch=monkeypatch)
     assert not res["changed"], res
     assert os.stat(path).st_ino == st.st_ino and os.stat(path).st_mtime_ns == st.st_mtime_ns
     assert stat.S_IMODE(st.st_mode) == 0o644
+    # a later check is a new file
+    assert run_module(fabric_metrics, dict(args, checked_at=1767225660.5), monkeypatch=monkeypatch)["changed"]
 
 
 def test_one_bridge_cleared(node, monkeypatch):
@@ -182,28 +191,28 @@ def test_one_bridge_cleared(node, monkeypatch):
     res = run_module(fabric_metrics, {"dcb": False}, monkeypatch=monkeypatch)
     assert res["changed"] and res["rails"] == [] and res["dcb_version"] is None
     m = metrics(root)
-    acs = by(m["gpufabric_acs_redirect_clear"], "bridge")
-    assert acs[(bridge,)] == 1.0
-    assert sorted(set(b for (b,), v in acs.items() if v == 0.0)) == sorted(
-        b["bdf"] for b in path_bridges(root) if b["acs"]["present"] and b["bdf"] != bridge)
     ctrl = by(m["gpufabric_acs_ctrl"], "bridge")
-    assert int(ctrl[(bridge,)]) & REDIRECT == 0
+    assert (bridge,) not in ctrl
+    assert sorted(b for (b,) in ctrl) == sorted(
+        b["bdf"] for b in path_bridges(root) if b["acs"]["present"] and b["bdf"] != bridge)
+    assert all(int(v) & REDIRECT for v in ctrl.values())
     assert "gpufabric_rail_dcb_up" not in m
 
 
 def test_check_mode_writes_nothing(node, monkeypatch):
     root, manifest = node
-    res = run_module(fabric_metrics, {"rails": ["ens1np0"]}, check_mode=True, diff=True, monkeypatch=monkeypatch)
+    args = {"rails": ["ens1np0"], "checked_at": 1000.0}
+    res = run_module(fabric_metrics, args, check_mode=True, diff=True, monkeypatch=monkeypatch)
     assert res["changed"] and not os.path.exists(os.path.join(root, PROM))
     assert not os.path.exists(os.path.join(root, os.path.dirname(PROM)))
-    assert res["diff"]["before"] == "" and "gpufabric_rail_pfc_enabled" in res["diff"]["after"]
+    assert res["diff"]["before"] == "" and "gpufabric_rail_dcb_info" in res["diff"]["after"]
     assert dcb_emu.state(root, "ens1np0")["counters"]["pfc_set_calls"] == 0
-    run_module(fabric_metrics, {"rails": ["ens1np0"]}, monkeypatch=monkeypatch)
+    run_module(fabric_metrics, args, monkeypatch=monkeypatch)
     with open(os.path.join(root, PROM)) as f:
         written = f.read()
-    assert not run_module(fabric_metrics, {"rails": ["ens1np0"]}, check_mode=True, monkeypatch=monkeypatch)["changed"]
+    assert not run_module(fabric_metrics, args, check_mode=True, monkeypatch=monkeypatch)["changed"]
     configure_dcb(root, ["ens1np0"])
-    res = run_module(fabric_metrics, {"rails": ["ens1np0"]}, check_mode=True, diff=True, monkeypatch=monkeypatch)
+    res = run_module(fabric_metrics, args, check_mode=True, diff=True, monkeypatch=monkeypatch)
     assert res["changed"] and res["diff"]["before"] == written and res["diff"]["after"] != written
     with open(os.path.join(root, PROM)) as f:
         assert f.read() == written
@@ -264,7 +273,7 @@ def test_without_working_dcb_rails_are_down(node, monkeypatch, tmp_path, how):
     m = metrics(root)
     assert set(m["gpufabric_rail_dcb_up"].values()) == {0.0}
     assert len(m["gpufabric_rail_dcb_up"]) == len(manifest["rails"])
-    assert "gpufabric_rail_pfc_enabled" not in m and "gpufabric_acs_redirect_clear" in m
+    assert "gpufabric_rail_dcb_info" not in m and "gpufabric_pair_acs_redirect_clear" in m
 
 
 def test_nvidia_fs_absent_means_no_counters(node, monkeypatch):
@@ -333,6 +342,8 @@ def test_node_ok_needs_identity_iommu_and_no_pending_reboot(node, monkeypatch):
     ({"filename": "gpufabric.txt"}, "ending in .prom"),
     ({"filename": "sub/gpufabric.prom"}, "ending in .prom"),
     ({"filename": ".prom"}, "ending in .prom"),
+    ({"filename": "gpufabric-evidence.prom"}, "the evidence timer's file"),
+    ({"checked_at": float("nan")}, "checked_at must be a Unix time"),
     ({"mode": "0999"}, "octal permission"),
     ({"textfile_dir": "relative/dir"}, "absolute path"),
     ({"gds": {"ok": True}}, "gds_active"),
@@ -346,8 +357,8 @@ def test_bad_input(node, monkeypatch, args, match):
 
 
 def test_links_rdma_counters_and_the_recorded_gds_verdict(node, monkeypatch):
-    """Without a gds parameter the record the last proof left on the node is used (its time, no age: the file
-    would change on every run); PCIe links and RDMA counters come from sysfs."""
+    """Without a gds parameter the record the last proof left on the node is used (its time; the age is
+    time() - it in PromQL); PCIe links and RDMA counters come from sysfs."""
     from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence
     root, manifest = node
     sr = Sysroot(root)
@@ -358,12 +369,13 @@ def test_links_rdma_counters_and_the_recorded_gds_verdict(node, monkeypatch):
     os.makedirs(hw, exist_ok=True)  # the simulator gives mlx5 ports hw_counters/
     with open(os.path.join(hw, "np_cnp_sent"), "w") as f:
         f.write("17\n")
-    res = run_module(fabric_metrics, {}, monkeypatch=monkeypatch)
+    res = run_module(fabric_metrics, {"checked_at": 1700000600.0}, monkeypatch=monkeypatch)
     assert not res.get("failed"), res
     m = metrics(root)
     assert m["gpufabric_gds_active"] == {frozenset(): 1.0}
     assert m["gpufabric_gds_verdict_timestamp_seconds"] == {frozenset(): 1700000000.0}
     assert "gpufabric_gds_verdict_age_seconds" not in m
-    assert by(m["gpufabric_rdma_port_congestion_total"], "device", "counter")[(ibdev, "np_cnp_sent")] == 17.0
-    assert set(m["gpufabric_pcie_link_below_capability"].values()) == {0.0}
-    assert run_module(fabric_metrics, {}, monkeypatch=monkeypatch)["changed"] is False
+    assert by(m["gpufabric_rdma_port_cnp_sent_total"], "device")[(ibdev,)] == 17.0
+    links = by(m["gpufabric_pcie_links"], "state")
+    assert links[("degraded",)] == 0.0 and links[("slot_limited",)] == 0.0 and sum(links.values()) >= 16
+    assert run_module(fabric_metrics, {"checked_at": 1700000600.0}, monkeypatch=monkeypatch)["changed"] is False

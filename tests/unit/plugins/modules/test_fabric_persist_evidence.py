@@ -35,7 +35,8 @@ from ansible_collections.gpufabric.node.plugins.modules import fabric_persist
 
 LAB = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "lab"))
 WRAPPER = "#!%s\nimport sys\nsys.path.insert(0, %r)\nfrom %s import %s\nsys.exit(%s())\n"
-PROM = "var/lib/node_exporter/textfile_collector/gpufabric.prom"
+# the simulated node is Ubuntu: its OS profile's node_exporter directory, shared with fabric_metrics' gpufabric.prom
+PROM = "var/lib/prometheus/node-exporter/gpufabric-evidence.prom"
 SCRIPT = "usr/local/sbin/gpufabric-evidence"
 UNITS = "etc/systemd/system/"
 # the desired state as fabric_check's action plugin resolves it for a host that turns the timer on, and the options
@@ -143,10 +144,12 @@ def test_install_idempotent_and_the_file_follows_the_node(node, monkeypatch):
     # evaluated on the node against the installed desired state: the timer's own installation is as desired, the
     # fresh node's DCB is not
     assert status["persistence"] == "ok" and status["dcb"] == "drift", status
-    assert m["gpufabric_evidence_desired_state"] == {frozenset(): 1.0}
-    assert set(m["gpufabric_pcie_link_below_capability"].values()) == {0.0}
-    assert "gpufabric_gds_verdict_age_seconds" not in m
-    t0 = m["gpufabric_evidence_timestamp_seconds"][frozenset()]
+    assert m["gpufabric_evidence_desired_state"] == {frozenset({"writer": "evidence_timer"}.items()): 1.0}
+    assert dict((dict(k)["state"], v) for k, v in m["gpufabric_pcie_links"].items())["degraded"] == 0.0
+    assert "gpufabric_pcie_link_width" not in m and "gpufabric_gds_verdict_timestamp_seconds" not in m
+    ts = frozenset({"writer": "evidence_timer"}.items())
+    t0 = m["gpufabric_last_check_timestamp_seconds"][ts]
+    assert m["gpufabric_check_interval_seconds"] == {ts: 30.0}   # persistence_evidence_interval
 
     # the node changes, no Ansible runs: a GPU link trains down, the NIC sends CNPs, a GDS proof is recorded
     rail = manifest["rails"][0]
@@ -161,12 +164,11 @@ def test_install_idempotent_and_the_file_follows_the_node(node, monkeypatch):
     assert done.returncode == 0, done.stderr
     assert "gpufabric-evidence: wrote /" + PROM in done.stdout
     m = metrics(root)
-    degraded = dict((dict(k)["device"], v) for k, v in m["gpufabric_pcie_link_below_capability"].items())
-    assert degraded[gpu] == 1.0 and sum(degraded.values()) == 1.0
-    assert dict((dict(k)["counter"], v) for k, v in m["gpufabric_rdma_port_congestion_total"].items()
-                if dict(k)["device"] == rail["ibdev"]) == {"np_cnp_sent": 1234.0, "np_ecn_marked_roce_packets": 0.0,
-                                                           "rp_cnp_handled": 0.0, "rp_cnp_ignored": 0.0}
-    assert m["gpufabric_evidence_timestamp_seconds"][frozenset()] >= t0
+    degraded = dict((dict(k)["device"], v) for k, v in m["gpufabric_pcie_link_width"].items())
+    assert degraded == {gpu: 8.0}
+    assert dict((dict(k)["device"], v) for k, v in m["gpufabric_rdma_port_cnp_sent_total"].items()
+                if v) == {rail["ibdev"]: 1234.0}
+    assert m["gpufabric_last_check_timestamp_seconds"][ts] >= t0
 
 
 def test_gds_verdict_age_and_refusal(node, monkeypatch):
@@ -178,8 +180,9 @@ def test_gds_verdict_age_and_refusal(node, monkeypatch):
     done = run_timer_command(root)
     assert done.returncode == 0, done.stderr
     m = metrics(root)
-    assert m["gpufabric_gds_active"] == {frozenset(): 1.0}
-    assert m["gpufabric_gds_verdict_age_seconds"][frozenset()] > 1.7e9  # now - 1000 s
+    ts = frozenset({"writer": "evidence_timer"}.items())
+    assert m["gpufabric_gds_active"] == {ts: 1.0}
+    assert m["gpufabric_gds_verdict_timestamp_seconds"] == {ts: 1000.0}
     # a desired state anyone can change: root must not act on it
     os.chmod(os.path.join(root, "etc/gpufabric/desired.json"), 0o666)
     refused = run_timer_command(root)
@@ -219,9 +222,10 @@ def test_without_desired_state_every_concern_is_not_checked(node, monkeypatch):
     done = run_timer_command(root)
     assert done.returncode == 0 and "no desired state on the node" in done.stderr + done.stdout
     m = metrics(root)
-    assert m["gpufabric_evidence_desired_state"] == {frozenset(): 0.0}
+    ts = frozenset({"writer": "evidence_timer"}.items())
+    assert m["gpufabric_evidence_desired_state"] == {ts: 0.0}
     assert all(v == 1.0 for k, v in m["gpufabric_concern_status"].items() if dict(k)["status"] == "not_checked")
-    assert m["gpufabric_node_ok"] == {frozenset(): 0.0}
+    assert m["gpufabric_node_ok"] == {ts: 0.0}
 
 
 @pytest.mark.parametrize("args,msg", [
@@ -229,6 +233,7 @@ def test_without_desired_state_every_concern_is_not_checked(node, monkeypatch):
     ({"evidence": True, "evidence_interval": 100000}, "evidence_interval"),
     ({"evidence": True, "evidence_filename": "gpufabric.txt"}, "ending in .prom"),
     ({"evidence": True, "evidence_filename": ".gpufabric.prom"}, "evidence_filename"),
+    ({"evidence": True, "evidence_filename": "gpufabric.prom"}, "fabric_metrics"),
     ({"evidence": True, "evidence_textfile_dir": "/var/lib/node exporter"}, "evidence_textfile_dir"),
     ({"evidence": True, "evidence_textfile_dir": "/"}, "evidence_textfile_dir"),
     ({"evidence": True, "evidence_script": "/usr/local/sbin/gpufabric-apply"}, "evidence_script"),

@@ -25,7 +25,8 @@ def statuses(items=(), check_mode=True):
 
 def test_writes_json_and_markdown_then_unchanged(tmp_path, monkeypatch):
     args = {"nodes": {"n1": {"concerns": statuses(DRIFT)}, "n2": {"concerns": statuses()},
-                      "n3": {"unreachable": True}}, "dest": str(tmp_path / "rep")}
+                      "n3": {"unreachable": True}}, "dest": str(tmp_path / "rep"),
+            "generated": "2026-12-05T10:00:00Z"}
     r = run_module(fabric_report, args, monkeypatch=monkeypatch)
     assert r["changed"] is True and not r.get("failed")
     assert r["summary"]["drifted_nodes"] == ["n1", "n3"]
@@ -87,3 +88,48 @@ def test_a_bad_node_is_reported_as_an_error(tmp_path, monkeypatch, nodes, match)
 def test_bad_basename(tmp_path, monkeypatch):
     r = run_module(fabric_report, {"nodes": {}, "dest": str(tmp_path), "basename": "a/b"}, monkeypatch=monkeypatch)
     assert r["failed"] and "basename" in r["msg"]
+
+
+def test_fix_run_also_rewrites_the_drift_report(tmp_path, monkeypatch):
+    """A fix run's report is written as drift-fixed.* and as drift-report.*: the check's older report, which
+    showed the drift that is now fixed, is not left standing."""
+    (tmp_path / "drift-report.json").write_text('{"old": true}')
+    args = {"nodes": {"n1": {"concerns": statuses(DRIFT, check_mode=False)}}, "dest": str(tmp_path), "fixed": True,
+            "basename": "drift-fixed", "also_basenames": ["drift-report"], "generated": "2026-12-05T10:00:00Z"}
+    r = run_module(fabric_report, args, monkeypatch=monkeypatch)
+    assert [os.path.basename(f) for f in r["files"]] == ["drift-fixed.json", "drift-fixed.md", "drift-report.json",
+                                                         "drift-report.md"]
+    assert (tmp_path / "drift-report.json").read_text() == (tmp_path / "drift-fixed.json").read_text()
+    data = json.loads((tmp_path / "drift-report.json").read_text())
+    assert data["fixed"] is True and data["generated"] == "2026-12-05T10:00:00Z"
+    r = run_module(fabric_report, dict(args, also_basenames=["../x"]), monkeypatch=monkeypatch)
+    assert r["failed"] and "also_basenames" in r["msg"]
+
+
+@pytest.mark.parametrize("extra,coverage", [
+    ({"scope": {"pattern": "all", "inventory_hosts": ["n1", "n2", "n3"], "limit": "n1"}},
+     {"hosts": 1, "inventory_hosts": 3, "pattern": "all", "limit": "n1", "limited": True, "left_out": ["n2", "n3"],
+      "complete": False}),
+    ({}, {"hosts": 1, "inventory_hosts": None, "pattern": None, "limit": None, "limited": False, "left_out": None,
+          "complete": None}),
+])
+def test_time_and_coverage(tmp_path, monkeypatch, extra, coverage):
+    args = dict({"nodes": {"n1": {"concerns": statuses()}}, "dest": str(tmp_path)}, **extra)
+    r = run_module(fabric_report, args, monkeypatch=monkeypatch)
+    data = json.loads((tmp_path / "drift-report.json").read_text())
+    assert data["coverage"] == coverage == r["report"]["coverage"]
+    assert len(data["generated"]) == 20 and data["generated"].endswith("Z")
+    r = run_module(fabric_report, dict(args, generated="yesterday"), monkeypatch=monkeypatch)
+    assert r["failed"] and "generated must be an ISO 8601 time" in r["msg"]
+
+
+def test_relative_dest_is_the_controllers_current_directory(tmp_path):
+    """The action plugin: on the controller a relative dest is where ansible-playbook runs, not the playbook's
+    directory (where Ansible starts a local module); elsewhere the module's own directory decides."""
+    from ansible_collections.gpufabric.node.plugins.action.fabric_report import controller_dest
+    cwd = str(tmp_path)
+    assert controller_dest({"dest": "reports"}, "local", cwd)["dest"] == os.path.join(cwd, "reports")
+    assert controller_dest({"dest": "../r"}, "local", cwd)["dest"] == os.path.join(os.path.dirname(cwd), "r")
+    assert controller_dest({"dest": "/srv/r"}, "local", cwd) == {"dest": "/srv/r"}
+    assert controller_dest({"dest": "reports"}, "ssh", cwd) == {"dest": "reports"}
+    assert controller_dest({}, "local", cwd) == {}

@@ -28,7 +28,7 @@ def facts(tmp_path_factory):
 
 
 def test_module_writes_three_files_then_diffs(facts, tmp_path, monkeypatch):
-    args = {"nodes": nodes_of(facts), "dest": str(tmp_path / "rep")}
+    args = {"nodes": nodes_of(facts), "dest": str(tmp_path / "rep"), "generated": "2026-12-05T10:00:00Z"}
     r = run_module(fleet_report_module, args, monkeypatch=monkeypatch)
     assert r["changed"] and not r.get("failed") and len(r["files"]) == 3
     assert r["summary"]["ok"] == ["hgx"] and r["summary"]["attention"] == ["pcie"]
@@ -41,6 +41,8 @@ def test_module_writes_three_files_then_diffs(facts, tmp_path, monkeypatch):
     r = run_module(fleet_report_module, args, check_mode=True, monkeypatch=monkeypatch)
     # two concerns and two drift items resolved; GDS still fails: the verdict stays
     assert r["changed"] and len(r["changes"]) == 4
+    # each change line names its node and what changed (the concern), as report.yml prints them
+    assert "pcie concern dcb: drift -> ok" in r["change_lines"] and len(r["change_lines"]) == 4
     assert "resolved" not in (tmp_path / "rep" / "fleet-report.md").read_text(), "check mode wrote nothing"
 
 

@@ -78,10 +78,15 @@ BASE = {
     ("fabric_counters", "deltas"): {"ens1np0": {"rx_bytes": 1}},
     ("fabric_counters", "errors"): {"ens1np0": "gone"},
     ("fabric_persist", "python"): "/usr/bin/python3",
+    ("fabric_persist", "evidence_textfile_dir"): "/var/lib/prometheus/node-exporter",
     ("fabric_persist", "evidence_desired"): {"dcb": {"rails": ["ens1np0"]}},
     ("fabric_report", "title"): "drift report",
     ("fleet_report", "title"): "fleet report",
     ("fleet_report", "generated"): "2026-01-01T00:00:00Z",
+    ("fabric_report", "generated"): "2026-01-01T00:00:00Z",
+    ("fabric_report", "also_basenames"): ["drift-report"],
+    ("fabric_report", "scope"): {"pattern": "all", "inventory_hosts": ["gone1", "ap1"], "limit": "ap*"},
+    ("fleet_report", "scope"): {"pattern": "all", "inventory_hosts": ["gone1", "ap1"], "limit": "ap*"},
     ("gds_verify", "gdsio_path"): "/usr/local/cuda/gds/tools/gdsio",
     ("gds_verify", "python"): "/usr/bin/python3",
     ("gds_verify", "storage_module"): "rpcrdma",
@@ -140,6 +145,13 @@ ALLOWED = {
     ("fleet_report", "title"): TEXT_OK,
     ("fleet_report", "dest"): TEXT_OK,
     ("fleet_report", "nodes{key}"): TEXT_OK,
+    # what the play targeted (its host pattern, the inventory's host names, --limit): text in the reports' coverage
+    ("fabric_report", "scope.pattern"): TEXT_OK,
+    ("fabric_report", "scope.inventory_hosts"): TEXT_OK,
+    ("fabric_report", "scope.limit"): TEXT_OK,
+    ("fleet_report", "scope.pattern"): TEXT_OK,
+    ("fleet_report", "scope.inventory_hosts"): TEXT_OK,
+    ("fleet_report", "scope.limit"): TEXT_OK,
     # read-only: the one-call check hands the desired values to the concern modules' code in check mode, which
     # refuses a bad one as that concern's error (see PROOF); nothing is written. (A renamed key is a missing one:
     # the module fails naming it.)
@@ -363,7 +375,11 @@ def _report_files(node, args, option, hostile, res, before, after):
             unusable = n["errors"] and n["errors"][0].startswith("node data unusable: ") and host in n["errors"][0]
             assert not n["errors"] or unusable, n["errors"]
         return
-    full = args["title"] if option == "title" else next((k for k in args.get("nodes", {}) if piece in k), None)
+    if option.startswith("scope."):
+        full = args["scope"][option.split(".", 1)[1]]
+        full = full[0] if isinstance(full, list) else full
+    else:
+        full = args["title"] if option == "title" else next((k for k in args.get("nodes", {}) if piece in k), None)
     for f in res["files"]:
         path = f if isinstance(f, str) else f.get("path")
         if option == "dest":
