@@ -42,6 +42,11 @@ import stat
 from ansible_collections.gpufabric.node.plugins.module_utils.host import bounded_read
 
 MARK = "NCCL INFO "
+# debug.cc prints a warning as "<host>:<pid>:<tid> [<dev>] <file>:<line> NCCL WARN <message>" at NCCL_DEBUG=WARN and
+# above, e.g. plugin/net.cc's "Failed to initialize any NET plugin" when no network (or not the one NCCL_NET names)
+# can be used: the run fails instead of falling back
+WARN_MARK = "NCCL WARN "
+MAX_WARNINGS = 50
 # NCCL formats every debug line into a 1024-byte buffer (src/debug.cc ncclDebugLog): the real log's "Trees" line
 # (tests/fixtures/nccl/nccl-1rank-h200.log) is cut at 1023 characters. A longer line is not NCCL's and is skipped.
 MAX_LINE = 4096
@@ -152,13 +157,17 @@ def _net(via):
 
 
 def _messages(text, out):
-    """The messages of the NCCL INFO lines; a line longer than MAX_LINE is counted in ``long_lines``."""
+    """The messages of the NCCL INFO lines (the first MAX_WARNINGS WARN messages go to ``warnings``); a line longer
+    than MAX_LINE is counted in ``long_lines``."""
     for line in text.splitlines():
         if len(line) > MAX_LINE:
             out["long_lines"] += 1
             continue
         at = line.find(MARK)
         if at < 0:
+            warn = line.find(WARN_MARK)
+            if warn >= 0 and len(out["warnings"]) < MAX_WARNINGS:
+                out["warnings"].append(line[warn + len(WARN_MARK):].strip())
             continue
         yield line[at + len(MARK):].strip()
 
@@ -167,8 +176,8 @@ def parse(text, truncated=False):
     """The facts of one log: ``{nccl_version, network, nranks, nnodes, net_plugin_notes, info_lines, long_lines,
     truncated, channels: [{channel, conn, rank, peer, direction, via, transport, kind, net, net_dev, proxy, gdr}],
     kinds: {kind: count}, gdr_hcas: [{hca, name, gpu, enabled, note}], dmabuf_gpus: [int], net_devices: [{net, index,
-    name, port, link}], env: {NCCL_*: value}, ring_gdr: bool|None, nvls: {supported, channels}, verdict:
-    {gpudirect_rdma, summary}}``.
+    name, port, link}], env: {NCCL_*: value}, ring_gdr: bool|None, nvls: {supported, channels}, warnings: [str],
+    verdict: {gpudirect_rdma, summary}}``.
 
     ``env`` holds what NCCL says the environment set (``NCCL_NET_GDR_LEVEL``, ``NCCL_IB_DISABLE``, ...): a forced
     fallback names its cause. ``ring_gdr`` is the communicator's ``GDR`` flag (2.19+), false when any communicator
@@ -186,7 +195,7 @@ def parse(text, truncated=False):
     out = {"nccl_version": None, "network": None, "nranks": None, "nnodes": None, "net_plugin_notes": [],
            "info_lines": 0, "long_lines": 0, "truncated": bool(truncated), "channels": [], "kinds": {},
            "gdr_hcas": [], "dmabuf_gpus": [], "net_devices": [], "env": {}, "ring_gdr": None,
-           "nvls": {"supported": None, "channels": None}}
+           "nvls": {"supported": None, "channels": None}, "warnings": []}
     for msg in _messages(text, out):
         out["info_lines"] += 1
         _message(msg, out)

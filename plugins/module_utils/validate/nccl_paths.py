@@ -30,6 +30,9 @@ FORCING = ("NCCL_NET_GDR_LEVEL", "NCCL_IB_DISABLE", "NCCL_NET_GDR_READ", "NCCL_N
            "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_NVLS_ENABLE")
 
 
+# plugin/net.cc's warning when no network plugin (or not the one NCCL_NET names) initializes
+NO_NET = "Failed to initialize any NET plugin"
+
 def channel_line(c):
     """A channel in NCCL's INFO form."""
     direction = " [%s]" % c["direction"] if c.get("direction") else ""
@@ -69,6 +72,14 @@ def network_verdict(parsed, bandwidth=None):
                                  fallback=paths.SOCKET, evidence=ev, bandwidth=bandwidth)
         return paths.verdict("nccl", paths.FALLBACK, "no GPUDirect RDMA: %s, %d staged through host memory"
                              % (share, nogdr), fallback=paths.NO_GDR, evidence=ev, bandwidth=bandwidth)
+    failed = [w for w in parsed.get("warnings") or [] if w.startswith(NO_NET)]
+    if failed:
+        # the network NCCL was given (NCCL_NET pins it) could not be used: the run failed, nothing moved
+        pinned = (parsed.get("env") or {}).get("NCCL_NET")
+        return paths.verdict("nccl", paths.NOT_EXERCISED, "NCCL could not initialize %s: %s; the run failed instead of "
+                             "falling back" % ("the pinned network NCCL_NET=%s" % pinned if pinned else "any network",
+                                               "; ".join(parsed.get("net_plugin_notes") or failed)),
+                             evidence=ev + failed, bandwidth=bandwidth)
     v = parsed.get("verdict") or {}
     state = v.get("gpudirect_rdma")
     if state == "no":            # sockets between nodes without a channel line

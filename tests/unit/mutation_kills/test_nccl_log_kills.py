@@ -70,6 +70,8 @@ def test_whole_parse_of_a_log_with_a_banner_first():
         "nranks": None, "nnodes": None, "net_plugin_notes": [], "long_lines": 0, "truncated": False,
         # and since issue 24 (validate/): the NET/IB devices, the environment, the rings' GDR flag, NVLS
         "net_devices": [], "env": {}, "ring_gdr": None, "nvls": {"supported": None, "channels": None},
+        # and the NCCL WARN messages (a pinned network that failed to initialize)
+        "warnings": [],
     }
 
 

@@ -161,6 +161,17 @@ def test_nccl_tests_row_variants(line, expect):
     # real, the device host: one H200, one rank
     ("nccl-1rank-h200.log", NCCL_FIX, "not_exercised", None, "not exercised: one rank", "Using network Socket",
      "not_exercised"),
+    # real, the device host through PyTorch (NCCL 2.28.9, tests/fixtures/validate/h200-microvm): one rank as
+    # configured, with IB disabled, with NCCL_NET_GDR_LEVEL=LOC; pinned to IB without an IB device the run fails
+    ("h200-microvm/nccl-configured.log", FIX, "not_exercised", None, "not exercised: one rank",
+     "GPU Direct RDMA Disabled for HCA 0 'eth0'", "not_exercised"),
+    ("h200-microvm/nccl-ib-disabled.log", FIX, "not_exercised", None, "one rank",
+     "NCCL_IB_DISABLE set by environment to 1", "not_exercised"),
+    ("h200-microvm/nccl-gdr-loc.log", FIX, "not_exercised", None, "one rank", "Using network Socket",
+     "not_exercised"),
+    ("h200-microvm/nccl-pinned-ib.log", FIX, "not_exercised", None,
+     "NCCL could not initialize any network: NET/IB : No device found.", "Failed to initialize any NET plugin",
+     "not_exercised"),
     # built from NCCL 2.30.7's format strings: the configured run and both forced fallbacks
     ("built-allreduce-2nodes-direct-2.30.log", FIX, "direct", None, "4 of 4 network channels with /GDRDMA",
      "Channel 00/0 : 0 -> 1 [send] via NET/IB/0/GDRDMA", "not_exercised"),
