@@ -27,6 +27,8 @@ description:
   - "Meant to run once on the controller (C(delegate_to: localhost), C(run_once: true)) at the end of C(drift.yml)."
   - Files are written atomically and only when their content changes (the time stamp is part of the content).
 version_added: 0.1.0
+extends_documentation_fragment:
+  - gpufabric.node.report_scope
 author:
   - gpufabric developers (@gpufabric)
 options:
@@ -78,24 +80,6 @@ options:
       - When the report was made, ISO 8601 (for example C(2026-01-01T00:00:00Z)). Default - the current time, UTC.
     type: str
     version_added: 0.2.0
-  scope:
-    description:
-      - What the play targeted, for the report's C(coverage) (hosts covered out of the inventory hosts of the
-        pattern, whether a C(--limit) applied, the hosts left out). Left out, the coverage names only the hosts in
-        the report.
-    type: dict
-    version_added: 0.2.0
-    suboptions:
-      pattern:
-        description: The play's host pattern (for example C(all)).
-        type: str
-      inventory_hosts:
-        description: The inventory hosts the pattern names without C(--limit).
-        type: list
-        elements: str
-      limit:
-        description: The C(--limit) of the run (C(ansible_limit)), if any.
-        type: str
   formats:
     description: Which files to write.
     type: list
@@ -224,11 +208,7 @@ def main():
             basename=dict(type="str", default="drift-report"),
             also_basenames=dict(type="list", elements="str", default=[]),
             generated=dict(type="str"),
-            scope=dict(type="dict", options=dict(
-                pattern=dict(type="str"),
-                inventory_hosts=dict(type="list", elements="str"),
-                limit=dict(type="str"),
-            )),
+            scope=rpt.SCOPE_SPEC,
             formats=dict(type="list", elements="str", choices=["json", "markdown"], default=["json", "markdown"]),
             title=dict(type="str", default="gpufabric drift report"),
             fixed=dict(type="bool", default=False),

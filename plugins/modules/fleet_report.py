@@ -38,6 +38,8 @@ description:
   - Meant to run once on the controller (delegated to localhost, run once); see C(playbooks/report.yml).
   - The drift report of C(drift.yml) is M(gpufabric.node.fabric_report); both reports carry the same
     C(nodes.<host>.concerns) and C(nodes.<host>.verdict).
+extends_documentation_fragment:
+  - gpufabric.node.report_scope
 author:
   - gpufabric developers (@gpufabric)
 options:
@@ -88,24 +90,6 @@ options:
       - When the report was made, ISO 8601 (for example C(now(utc=true\))). Default - the current time, UTC (every
         report says when it was made).
     type: str
-  scope:
-    description:
-      - What the play targeted, for the report's C(coverage) (hosts covered out of the inventory hosts of the
-        pattern, whether a C(--limit) applied, the hosts left out). Left out, the coverage names only the hosts in
-        the report.
-    type: dict
-    version_added: 0.2.0
-    suboptions:
-      pattern:
-        description: The play's host pattern (for example C(all)).
-        type: str
-      inventory_hosts:
-        description: The inventory hosts the pattern names without C(--limit).
-        type: list
-        elements: str
-      limit:
-        description: The C(--limit) of the run (C(ansible_limit)), if any.
-        type: str
   formats:
     description: Which files to write.
     type: list
@@ -206,11 +190,7 @@ def main():
             basename=dict(type="str", default="fleet-report"),
             title=dict(type="str", default="gpufabric fleet report"),
             generated=dict(type="str"),
-            scope=dict(type="dict", options=dict(
-                pattern=dict(type="str"),
-                inventory_hosts=dict(type="list", elements="str"),
-                limit=dict(type="str"),
-            )),
+            scope=report.SCOPE_SPEC,
             formats=dict(type="list", elements="str", choices=list(EXT), default=list(EXT)),
         ),
         supports_check_mode=True,

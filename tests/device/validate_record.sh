@@ -27,7 +27,7 @@ try:
 except Exception as e:  # noqa: BLE001
     print("torch probe failed:", e)
 PY
-  ls /usr/local/cuda*/gds/tools 2>/dev/null | head -20
+  find /usr/local/cuda*/gds/tools -maxdepth 1 2>/dev/null | head -20
   find / -xdev -name 'libcufile*.so*' 2>/dev/null | head -5
   uname -r
 } > "$out/tools.txt" 2>&1

@@ -55,6 +55,14 @@ def _names(value, what):
     return sorted(set(value))
 
 
+# the report modules' ``scope`` option (plugins/doc_fragments/report_scope.py documents it)
+SCOPE_SPEC = dict(type="dict", options=dict(
+    pattern=dict(type="str"),
+    inventory_hosts=dict(type="list", elements="str"),
+    limit=dict(type="str"),
+))
+
+
 def coverage(hosts, scope=None):
     """Which inventory hosts a report covers, out of how many.
 

@@ -33,6 +33,7 @@ FORCING = ("NCCL_NET_GDR_LEVEL", "NCCL_IB_DISABLE", "NCCL_NET_GDR_READ", "NCCL_N
 # plugin/net.cc's warning when no network plugin (or not the one NCCL_NET names) initializes
 NO_NET = "Failed to initialize any NET plugin"
 
+
 def channel_line(c):
     """A channel in NCCL's INFO form."""
     direction = " [%s]" % c["direction"] if c.get("direction") else ""
