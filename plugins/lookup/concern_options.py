@@ -57,11 +57,14 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns import com
 
 
 def _facts(templar, variables):
-    facts = templar.template(variables.get("ansible_facts") or {})
-    own = dict(facts.get("gpufabric") or {})
-    if facts.get("architecture"):
+    """The two facts the specs read (the gpufabric facts, setup's architecture), templated alone: not every fact
+    of the host on each use of the lookup."""
+    facts = variables.get("ansible_facts") or {}
+    own = dict(templar.template(facts.get("gpufabric") or {}))
+    arch = templar.template(facts.get("architecture"))
+    if arch:
         # setup's fact where gathered, else gpufabric_facts' (the same value, platform.machine())
-        own["architecture"] = facts["architecture"]
+        own["architecture"] = arch
     return own
 
 
