@@ -27,11 +27,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
-import decimal
 import json
 import os
 import stat
-from ast import literal_eval
 
 BOOLEANS_TRUE = frozenset(("y", "yes", "on", "1", "true", "t", 1, 1.0, True))
 BOOLEANS_FALSE = frozenset(("n", "no", "off", "0", "false", "f", 0, 0.0, False))
@@ -105,6 +103,7 @@ def _path(value):
 def _int(value):
     if isinstance(value, int):
         return value
+    import decimal   # here, not at the top: the node-side check rarely converts, and every start would pay for it
     try:
         dec = decimal.Decimal(value)
         as_int = int(dec)
@@ -165,6 +164,7 @@ def _dict(value):
         try:
             return json.loads(value)
         except Exception:
+            from ast import literal_eval   # here: rarely needed, and ast is 2 ms of every start
             try:
                 result = literal_eval(value)
             except Exception:

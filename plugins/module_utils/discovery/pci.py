@@ -30,6 +30,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import functools
 import re
 import struct
 
@@ -74,7 +75,13 @@ class PciError(ValueError):
 
 def parse_bdf(text):
     """'0000:1a:00.0' or '1a:00.0' -> (domain, bus, dev, fn); ValueError when malformed."""
-    m = _BDF_RE.match(str(text).strip())
+    return _parse_bdf(str(text))
+
+
+# one discovery parses the same few hundred addresses thousands of times (sysfs names, links, chains)
+@functools.lru_cache(maxsize=4096)
+def _parse_bdf(text):
+    m = _BDF_RE.match(text.strip())
     if not m:
         raise ValueError("%r is not a PCI address (want 0000:1a:00.0 or 1a:00.0)" % (text,))
     dom = int(m.group(1) or "0", 16)

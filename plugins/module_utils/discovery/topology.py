@@ -86,7 +86,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import platform
+import os
 import re
 
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import gpudirect
@@ -233,8 +233,9 @@ def discover(sysroot=None, gather_subset=None):
     sr = sysroot if sysroot is not None else Sysroot()
     subset = normalize_subset(gather_subset)
     scan = PciScan(sr)
-    # architecture: what setup's ansible_architecture reports (platform.machine()), so roles need no setup call
-    facts = {"kernel_release": sr.read("/proc/sys/kernel/osrelease"), "architecture": platform.machine(),
+    # architecture: what setup's ansible_architecture reports (platform.machine(), which is os.uname().machine), so
+    # roles need no setup call
+    facts = {"kernel_release": sr.read("/proc/sys/kernel/osrelease"), "architecture": os.uname().machine,
              "gather_subset": sorted(subset)}
     if "rails" in subset or "pci" in subset:
         net = topology_rails.NetScan(scan)

@@ -83,6 +83,21 @@ def systemctl_state(run, systemctl, unit):
     raise PersistError("systemctl is-enabled %s failed (rc=%d): %s" % (unit, rc, (err or "").strip()))
 
 
+def systemctl_states(run, systemctl, units):
+    """{unit: what ``systemctl is-enabled`` prints} for several units with one ``systemctl is-enabled UNIT...``:
+    one word per unit, in their order. A systemctl that stops at the first unit it cannot find (before 249 it says
+    so on stderr and prints nothing more) answers fewer words: the units it did not answer for are asked one by one
+    (:func:`systemctl_state`)."""
+    units = list(units)
+    _rc, out, _err = run([systemctl, "is-enabled"] + units)
+    words = (out or "").split()
+    got = dict(zip(units, words)) if len(words) <= len(units) else {}
+    for unit in units:
+        if unit not in got:
+            got[unit] = systemctl_state(run, systemctl, unit)
+    return got
+
+
 def mask_path(unit_state, unit):
     for config, _word, masked in CONFIG_DIRS:
         if unit_state == masked:

@@ -37,6 +37,23 @@ from ansible_collections.gpufabric.node.plugins.module_utils.argspec import get_
 # what every command runs with: messages untranslated, numbers and dates in the C format
 C_LOCALE = {"LC_ALL": "C", "LANG": "C"}
 RC_NOT_FOUND = 127
+# shell scripts (``sh -c SCRIPT``) that only read: a read-only evaluation (check/node_check.SnapshotRunner) may answer
+# the same command from its first run; a concern registers its own with read_only_script()
+READ_ONLY_SCRIPTS = set()
+
+
+def read_only_script(script):
+    """Register ``script`` (the text after ``sh -c``) as one that reads and changes nothing; returns it."""
+    READ_ONLY_SCRIPTS.add(script)
+    return script
+
+
+def runs_read_only_script(argv):
+    """True when ``argv`` runs a registered read-only script with ``sh -c`` (directly or through ``env``)."""
+    for i, a in enumerate(argv[:-1]):
+        if a == "-c" and i > 0 and os.path.basename(argv[i - 1]) in ("sh", "dash", "bash"):
+            return argv[i + 1] in READ_ONLY_SCRIPTS
+    return False
 
 
 class CommandFailed(Exception):

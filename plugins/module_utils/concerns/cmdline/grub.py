@@ -74,11 +74,22 @@ def render_dropin(tokens):
         join_grub(tokens))
 
 
+# the name that stands for the drop-in content not written yet (GrubDropinBackend.CANDIDATE)
+CANDIDATE_FILE = "@candidate@"
+# sources the files named after it in order (the candidate from the environment) and prints the two variables
+# NUL-terminated; it only reads, so a read-only evaluation runs it once per set of files
+SOURCE_SCRIPT = runner.read_only_script(
+    'for f in "$@"; do '
+    'if [ "$f" = "%s" ]; then eval "$GPUFABRIC_CANDIDATE" || exit 3; '
+    'else . "$f" || exit 3; fi; done; '
+    'printf "%%s\\0%%s\\0" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"' % CANDIDATE_FILE)
+
+
 class GrubDropinBackend(object):
     """Debian/Ubuntu: the collection's additive drop-in below /etc/default/grub.d, then update-grub."""
 
     name = "grub"
-    CANDIDATE = "@candidate@"
+    CANDIDATE = CANDIDATE_FILE
 
     def __init__(self, sysroot, run, bin_path, sh="/bin/sh"):
         self.sysroot = sysroot
@@ -112,10 +123,7 @@ class GrubDropinBackend(object):
         A file named ``CANDIDATE`` stands for drop-in content not written yet (check mode, and the
         check of later drop-ins): it is evaluated from the environment instead.
         """
-        script = ('for f in "$@"; do '
-                  'if [ "$f" = "%s" ]; then eval "$GPUFABRIC_CANDIDATE" || exit 3; '
-                  'else . "$f" || exit 3; fi; done; '
-                  'printf "%%s\\0%%s\\0" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"' % self.CANDIDATE)
+        script = SOURCE_SCRIPT
         # an emptied environment for the sourced shell, with the runners' C locale
         argv = [self.bin_path("env") or "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"]
         argv += ["%s=%s" % kv for kv in sorted(runner.C_LOCALE.items())]

@@ -89,6 +89,9 @@ class _Walk(object):
         self.managed = set(managed)
         self.out = []
         self.seen = set()
+        # directory -> its canonical host path (None: missing or not a directory); the payload's files share their
+        # directories, and a walk looks at each once
+        self.chased = {}
 
     def _note(self, path, st, issues, target=None):
         if issues and path not in self.seen:
@@ -102,6 +105,11 @@ class _Walk(object):
     def chase(self, path):
         """The canonical host path of the directory ``path``, each directory on the way checked; None when a
         component does not exist (nothing below it exists either) or is not a directory."""
+        if path not in self.chased:
+            self.chased[path] = self._chase(path)
+        return self.chased[path]
+
+    def _chase(self, path):
         todo = [c for c in path.split("/") if c and c != "."][::-1]
         cur = "/"
         try:

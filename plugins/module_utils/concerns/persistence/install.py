@@ -44,7 +44,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.host import files
 # pylint: disable-next=unused-import
 from ansible_collections.gpufabric.node.plugins.module_utils.host.files import (  # noqa: F401
     CONFIG_DIRS, UNIT_SEARCH, PersistError, layout_state, makedirs, mask_path, remove, restore, systemctl_state,
-    write_atomic)
+    systemctl_states, write_atomic)
 
 CONCERN = "persistence"
 PKG = guard.PKG

@@ -140,7 +140,13 @@ def run(module, sysroot=None):
             module.fail_json(msg="%s failed (rc=%d): %s" % (" ".join(argv), rc, (err or out).strip()), rc=rc,
                              stdout=out, stderr=err, **result)
 
+    surveyed = {}
+
     def query(unit=UNIT):
+        """The unit file state of ``unit``: the survey's answer once (both units asked with one systemctl), then
+        asked again (after a change)."""
+        if unit in surveyed:
+            return surveyed.pop(unit)
         if systemctl:
             return persist.systemctl_state(runner, systemctl, unit)
         return persist.layout_state(sysroot, unit)
@@ -175,6 +181,8 @@ def run(module, sysroot=None):
     # through the fix and its read-back
     with nodelock.for_module(module, sysroot, "fabric_persist", (persist.CONCERN,)):
         try:
+            if present and p["enabled"] and systemctl:
+                surveyed.update(persist.systemctl_states(runner, systemctl, (UNIT, persist_evidence.TIMER)))
             if present:
                 unit_state = query() if p["enabled"] else None
                 items, actions, foreign = inst.survey(unit_state)

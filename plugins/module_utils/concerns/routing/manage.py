@@ -26,7 +26,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import socket
 
 try:
     import ipaddress
@@ -216,6 +215,7 @@ def link_maps(ipr):
 
 def rail_ipv4(ipr, rails, by_name=None):
     """[(rail, address, prefixlen)] using each rail's first primary IPv4 address; RoutingError names the rail."""
+    import socket   # with pyroute2 only: not a cost of every start of the node-side check
     if by_name is None:
         by_name = link_maps(ipr)[0]
     out = []
@@ -241,6 +241,7 @@ def rail_ipv4(ipr, rails, by_name=None):
 
 def dump(ipr, managed_tables, ifnames):
     """(routes, rules) of the managed tables, normalised."""
+    import socket   # with pyroute2 only
     managed = set(managed_tables)
     routes = []
     for msg in ipr.get_routes(family=socket.AF_INET):

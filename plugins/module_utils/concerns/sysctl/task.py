@@ -15,9 +15,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import platform
+import os
 import sys
-import traceback
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
 from ansible_collections.gpufabric.node.plugins.module_utils.host import nodelock
@@ -44,7 +43,7 @@ def missing_required_lib(library):
     return ("Failed to import the required Python library (%s) on %s's Python %s. Please read the module "
             "documentation and install it in the appropriate location. If the required library is installed, but "
             "Ansible is using the wrong Python interpreter, please consult the documentation on "
-            "ansible_python_interpreter" % (library, platform.node(), sys.executable))
+            "ansible_python_interpreter" % (library, os.uname().nodename, sys.executable))
 
 
 def import_iproute():
@@ -52,6 +51,7 @@ def import_iproute():
     try:
         from pyroute2 import IPRoute as iproute_class
     except ImportError:
+        import traceback   # only on this failure: traceback is 3 ms of every start of the node-side check
         return None, traceback.format_exc()
     return iproute_class, None
 
@@ -98,6 +98,7 @@ def run(module, sysroot=None, load_iproute=None):
             except (ValueError, sysctl.SysctlError, routing.RoutingError) as e:
                 fail(module, sysroot, str(e))
             except Exception as e:  # netlink errors carry an errno and a message; report them in words
+                import traceback
                 fail(module, sysroot, "applying rail settings failed: %s" % e, exception=traceback.format_exc())
             if p["routing"]:
                 # sysctls may have changed by now: a routing failure is reported with them, not instead of them

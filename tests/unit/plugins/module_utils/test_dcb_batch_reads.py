@@ -130,6 +130,30 @@ def test_snapshot_keeps_what_a_batch_answered(tmp_path, version, remembered):
     assert len(calls) == 2 + len(lines) - remembered   # another environment: another query
 
 
+@pytest.mark.parametrize("version,processes", [("6.5.0", 1), ("6.1.0", 1 + 5)])
+def test_a_batch_of_answered_lines_runs_no_process(tmp_path, version, processes):
+    """The timer's own DCB read after the evaluation's: a batch whose every line the snapshot holds is answered from
+    it, as dcb prints a batch (the same texts), and ``dcb -V`` is asked once."""
+    _root, run, calls = node(tmp_path, version)
+    snap = node_check.SnapshotRunner(Backend(run))
+
+    def batch(lines):
+        return dcb.run_batch(lambda argv: snap.run_command(["/usr/sbin/dcb"] + argv[1:], C), lines)
+    lines = [(obj, r) for r in RAILS for obj in ("app", "pfc")]
+    first, usable = batch(lines)
+    for obj, r in lines[len(first):]:      # where 6.1 stopped the batch: the single queries
+        first.append(snap.run_command(["/usr/sbin/dcb", "-j", obj, "show", "dev", r], C)[1])
+    assert usable and len(calls) == processes
+    again, usable = batch(lines[1:] + lines[:1])     # the same lines in another order
+    assert usable and [json.loads(t) for t in again] == [json.loads(t) for t in first[1:] + first[:1]]
+    assert len(calls) == processes
+    batch(lines + [("ets", RAILS[0])])                # a line not answered yet: the batch runs
+    assert len(calls) == processes + 1
+    for _i in range(2):
+        assert snap.run_command(["/usr/sbin/dcb", "-V"], C)[0] == 0
+    assert len(calls) == processes + 2
+
+
 def test_snapshot_ignores_batches_of_anything_but_show(tmp_path):
     _root, run, calls = node(tmp_path, "6.5.0")
     snap = node_check.SnapshotRunner(Backend(run))
@@ -156,3 +180,27 @@ def test_snapshot_sysroot_reads_once_and_forgets_on_write(tmp_path):
     assert snap.read("/sys/c", "none") == "none" and snap.path("/sys/a") == str(tmp_path / "sys" / "a")
     snap.write_attr("/sys/b", "4")
     assert (snap.read("/sys/a"), snap.read("/sys/b"), snap.listdir("/sys")) == ("2", "4", ["a", "b"])
+
+
+def test_snapshot_runs_a_registered_read_only_script_once(tmp_path):
+    """``sh -c SCRIPT`` with a script registered read-only (the GRUB defaults' sourcing) is answered from its first
+    run for the same argv and environment; any other script runs every time."""
+    from ansible_collections.gpufabric.node.plugins.module_utils.host import runner
+    from ansible_collections.gpufabric.node.plugins.module_utils.concerns.cmdline import grub
+    calls = []
+
+    def run(argv, environ_update=None, check_rc=False, **kw):
+        calls.append(list(argv))
+        return 0, "x\0y\0", ""
+    snap = node_check.SnapshotRunner(Backend(run))
+    source = ["/usr/bin/env", "-i", "PATH=/usr/bin", "/bin/sh", "-c", grub.SOURCE_SCRIPT, "sh", "/etc/default/grub"]
+    other = ["/usr/bin/env", "-i", "/bin/sh", "-c", "echo changed > /tmp/x"]
+    assert runner.runs_read_only_script(source) and not runner.runs_read_only_script(other)
+    for _i in range(2):
+        assert snap.run_command(source, C) == (0, "x\0y\0", "")
+        snap.run_command(other, C)
+    assert len(calls) == 3
+    snap.run_command(source[:-1] + ["/etc/default/grub.d/x.cfg"], C)   # other files: run
+    snap.run_command(source, {"LC_ALL": "POSIX"})                       # other environment: run
+    assert len(calls) == 5
+
