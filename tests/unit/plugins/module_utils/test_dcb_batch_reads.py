@@ -203,4 +203,3 @@ def test_snapshot_runs_a_registered_read_only_script_once(tmp_path):
     snap.run_command(source[:-1] + ["/etc/default/grub.d/x.cfg"], C)   # other files: run
     snap.run_command(source, {"LC_ALL": "POSIX"})                       # other environment: run
     assert len(calls) == 5
-
