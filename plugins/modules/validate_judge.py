@@ -28,7 +28,7 @@ description:
     fails now or a path direct before and not now is C(drift) naming both (C(nodes.<host>.canary)).
   - Records the runs in the baseline store O(baseline_dir) (one JSON file per profile, a directory the user
     versions) and writes C(<basename>.json) and C(<basename>.md) in O(dest). Meant to run once, delegated to the
-    controller (C(run_once), C(delegate_to: localhost)); the action plugin takes the nodes' documents from the
+    controller (C(run_once), delegated to C(localhost)); the action plugin takes the nodes' documents from the
     play hosts' C(gpufabric_validation) when O(nodes) is not given, and joins relative directories to the
     directory C(ansible-playbook) runs in.
 author:

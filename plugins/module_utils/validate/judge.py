@@ -80,11 +80,15 @@ NEGATIVE = {
     ("perftest", "remote_nic"): (("local_nic", "configured"), None, DROP,
                                  "the NIC on the other socket (SYS): GPU peer-to-peer crosses both root complexes "
                                  "and the CPU interconnect, slower than the NIC under the GPU's own switch (seed "
-                                 "003: a rank on the remote-socket NIC creates cross-NUMA traffic)"),
+                                 "003: a rank on the remote-socket NIC creates cross-NUMA traffic); a NIC of the "
+                                 "same socket (NODE) goes through one root complex and implies no drop"),
     ("gds", "host_buffer"): (("gds_direct", "configured"), (paths.HOST_MEMORY,), NONE,
                              "gdsio -x 2 against -x 0: GDS removes the bounce through host memory, not necessarily "
                              "throughput: on seed 000's H200 the host path was faster (3.5/7 GB/s write/read "
                              "against 2.5/4.2 GB/s through GDS on the same mount)"),
+    ("gds", "host_memory"): (("gds_direct",), (paths.HOST_MEMORY,), NONE,
+                             "KvikIO's posix API against its cufile API: the host path of the same files; as with "
+                             "gdsio -x 2, seed 000 measured no throughput gain from GDS"),
     ("gds", "compat_on"): (("compat_off", "gds_direct"), (paths.HOST_MEMORY,), NONE,
                            "cuFile or KvikIO compat mode: POSIX I/O into host memory, then a copy to the GPU; as "
                            "with gdsio -x 2, seed 000 measured no throughput gain from GDS"),
@@ -226,10 +230,20 @@ def _counterpart(run, by_id, rows_of):
     return None
 
 
+def is_negative(run):
+    """A run is a negative test when ``NEGATIVE`` has its variant and it is forced off the direct path (or, for a
+    rule without a flip, such as the remote NIC, whatever it expects): the cuFile run with compat mode allowed on a
+    node with nvidia-fs expects the direct path and is a direct run."""
+    spec = NEGATIVE.get((run["test"], run.get("variant")))
+    return spec is not None and (run["expect"] == paths.FALLBACK or spec[1] is None)
+
+
 def negative_test(forced, base_run, tolerance, node):
     """The negative test of ``forced`` against ``base_run`` (its configured counterpart, or None)."""
     wanted, rule = NEGATIVE[(forced["test"], forced["variant"])][1:3]
     fid = forced["id"]
+    if forced["variant"] == "remote_nic" and forced.get("relation") not in (None, "SYS"):
+        rule = NONE     # a NIC of the same socket (NODE): P2P through its root complex, no drop implied
     if base_run is None:
         return C.status(C.NOT_CHECKED, "negative test %s: its configured counterpart did not run" % fid)
     bid = base_run["id"]
@@ -345,7 +359,7 @@ def judge_node(doc, store, tolerance=baseline.DEFAULT_TOLERANCE, earlier=None, r
         rows_of.setdefault(r["test"], []).append(r)
     negative = []
     for run in doc["runs"]:
-        if (run["test"], run.get("variant")) in NEGATIVE:
+        if is_negative(run):
             base_run = _counterpart(run, by_id, rows_of)
             st = negative_test(run, base_run, tolerance, node)
             negative.append({"id": run["id"], "counterpart": base_run["id"] if base_run else None,

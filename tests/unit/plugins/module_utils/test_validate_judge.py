@@ -162,7 +162,19 @@ def test_negative_test_without_its_counterpart(store):
       _run("perftest.mlx5_1.local_nic", 45 * GB, test="perftest"),
       _run("perftest.mlx5_0.remote_nic", 30 * GB, test="perftest")], C.OK, ["stayed direct"]),
     ([_run("perftest.mlx5_0.local_nic", 45 * GB, test="perftest"),
-      _run("perftest.mlx5_0.remote_nic", 44 * GB, test="perftest")], C.DRIFT, ["faster by more than the tolerance"]),
+      dict(_run("perftest.mlx5_0.remote_nic", 44 * GB, test="perftest"), relation="SYS")], C.DRIFT,
+     ["faster by more than the tolerance"]),
+    ([_run("perftest.mlx5_0.local_nic", 45 * GB, test="perftest"),
+      dict(_run("perftest.mlx5_0.remote_nic", 44 * GB, test="perftest"), relation="NODE")], C.OK,
+     ["no drop implied"]),
+    # kvikio's posix API against cufile, and the cuFile program's compat mode on a node without nvidia-fs
+    ([_run("gds.gds_direct", 4.2 * GB, test="gds"),
+      _run("gds.host_memory", 7 * GB, test="gds", state=paths.FALLBACK, fallback=paths.HOST_MEMORY,
+           expect=paths.FALLBACK)], C.OK, ["flipped to fallback: host memory"]),
+    ([_run("gds.compat_on", 2 * GB, test="gds", state=paths.FALLBACK, fallback=paths.HOST_MEMORY,
+           expect=paths.FALLBACK),
+      _run("gds.compat_off", None, test="gds", state=paths.NOT_EXERCISED)], C.NOT_CHECKED,
+     ["nothing to flip from"]),
     # host memory on the same NIC: no drop implied, the GPU leg must keep up
     ([_run("perftest.mlx5_0.local_nic", 45 * GB, test="perftest"),
       _run("perftest.mlx5_0.host_memory", 46 * GB, test="perftest", state=paths.FALLBACK,
@@ -184,6 +196,13 @@ def test_negative_tests_per_topology(store, runs, want, words):
     for w in words:
         assert w in neg["reason"]
     assert neg["counterpart"].rsplit(".", 1)[0] == neg["id"].rsplit(".", 1)[0]
+
+
+def test_compat_mode_allowed_with_nvidia_fs_is_a_direct_run(store):
+    """The cuFile program's compat_on run expects the direct path where nvidia-fs is loaded: no negative test."""
+    j = J.judge_node(_doc([_run("gds.compat_on", 3 * GB, test="gds"), _run("gds.compat_off", 3 * GB, test="gds")]),
+                     store)
+    assert j["negative"] == [] and [r["path"] for r in j["runs"]] == [C.OK, C.OK]
 
 
 BEFORE = _doc([_configured(cpu=12.0), _run("nccl_intra.configured", 300 * GB, test="nccl_intra")],
