@@ -187,6 +187,7 @@ def run_playbook(fleet, prebuilt, api, boot_mode="vendor", extra=None):
                                        "|| echo 0",
         "kernel_upgrade_reboot_timeout": 120,
         "kernel_upgrade_gpu_operator_poll": 1, "kernel_upgrade_gpu_operator_timeout": 60,
+        "kernel_upgrade_canary": False,   # the canary has its own tests (test_canary_*)
     }
     ev.update(extra or {})
     evf = os.path.join(fleet, "ev.json")

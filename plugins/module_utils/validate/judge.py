@@ -373,8 +373,11 @@ def judge_node(doc, store, tolerance=baseline.DEFAULT_TOLERANCE, earlier=None, r
     status = combine(counted + ([canary] if canary else []), "not judged: the suite gave no run")
     keys = sorted(k for k in stores if not k.startswith("__"))
     if record:
+        # runs of a canary that regressed against its earlier run never become references of the new profile
+        worse = canary is not None and canary["status"] == C.DRIFT
         for run, (key, st) in to_record:
-            baseline.record(stores[key], node, run["metric"], run["bandwidth"], st, at=doc.get("at"))
+            baseline.record(stores[key], node, run["metric"], run["bandwidth"], C.status(C.DRIFT, "canary") if worse
+                            else st, at=doc.get("at"))
         for key in keys:
             store.save(stores[key])
     return {"node": node, "profile_key": doc["profile"]["key"], "at": doc.get("at"), "status": status,

@@ -238,6 +238,8 @@ def test_canary_against_its_own_earlier_run(store, after, want, words):
         assert w in j["canary"]["reason"]
     if want == C.DRIFT:   # (a run that fails now is also the concern's error)
         assert j["status"]["status"] in (C.DRIFT, C.ERROR)
+        # a regressed canary's runs never become the new profile's references
+        assert not [r for r in (store.load(KEY2) or {"runs": []})["runs"] if r["good"]]
     else:   # the new kernel's profile has no baseline yet: never a pass
         assert j["status"]["status"] == C.NOT_CHECKED
 
