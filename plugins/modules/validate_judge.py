@@ -122,8 +122,10 @@ nodes:
       C(/var/lib/gpufabric/performance_verdict.json)).
   returned: always
   type: dict
-failed:
-  description: Nodes whose performance is C(drift) or C(error) (a regression, a fallback, a failed negative test).
+regressed:
+  description:
+    - Nodes whose performance is C(drift) or C(error) (a regression, a fallback, a failed negative test). (Not
+      C(failed), which would mark the task itself failed.)
   returned: always
   type: list
   elements: str
@@ -234,7 +236,7 @@ def main():
     for host, j in judged.items():
         j["record"] = node_record.document(j["status"], now, j["profile_key"], files[0])
     module.exit_json(changed=changed, statuses=dict((h, j["status"]) for h, j in judged.items()), nodes=judged,
-                     failed=doc["failed"], not_judged=doc["not_judged"],
+                     regressed=doc["failed"], not_judged=doc["not_judged"],
                      canary_failed=sorted(h for h, j in judged.items()
                                           if (j.get("canary") or {}).get("status") == C.DRIFT),
                      files=files, markdown=markdown)

@@ -97,6 +97,10 @@ w("/run/gpufabric-sim/nvfs-hooks.json", json.dumps(hooks) + "\n")
 bid = os.path.join(root, "var/lib/gpufabric-sim/fake-boot-id")
 n = int(open(bid).read()) + 1 if os.path.exists(bid) else 1
 w("/var/lib/gpufabric-sim/fake-boot-id", "%d\n" % n)
+# the all_reduce_perf emulator's fault knob for the booted kernel (test_kernel_upgrade_canary_sim: a kernel that slows
+# NCCL down): the factor every bandwidth is scaled by
+if len(sys.argv) > 3:
+    w("/var/lib/gpufabric-sim/nccl/state.json", json.dumps({"gdr": True, "bandwidth_factor": float(sys.argv[3])}))
 '''
 
 

@@ -48,7 +48,7 @@ def test_first_run_starts_the_baseline_then_judges(tmp_path, monkeypatch):
     first = run_module(validate_judge, _args(tmp_path, FLEET), monkeypatch=monkeypatch)
     assert not first.get("failed"), first
     # the first node of a new profile starts its baseline; the next ones are judged against it
-    assert first["changed"] and first["not_judged"] == ["a1"] and first["failed"] == []
+    assert first["changed"] and first["not_judged"] == ["a1"] and first["regressed"] == []
     assert "not judged: new profile %s" % KEY in first["statuses"]["a1"]["reason"]
     assert os.listdir(str(tmp_path / "baselines")) == [KEY + ".json"]
     assert sorted(os.listdir(str(tmp_path / "reports"))) == ["validate-report.json", "validate-report.md"]
@@ -63,7 +63,7 @@ def test_first_run_starts_the_baseline_then_judges(tmp_path, monkeypatch):
         C.OK, C.DRIFT, C.NOT_CHECKED, C.NOT_CHECKED, C.OK)
     assert "26.00 GB/s is 32 % below the fleet median 38.40 GB/s" in st["a2"]["reason"]
     assert "suite failed on the node: fabric_validate: bad option" in st["a3"]["reason"]
-    assert second["failed"] == ["a2"] and second["not_judged"] == ["a3", "a4"]
+    assert second["regressed"] == ["a2"] and second["not_judged"] == ["a3", "a4"]
     with open(str(tmp_path / "reports" / "validate-report.json")) as f:
         assert json.load(f)["failed"] == ["a2"]
 
