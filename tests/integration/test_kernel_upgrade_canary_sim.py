@@ -16,6 +16,9 @@ One test, two runs of the playbook, serial 1 and max_fail_percentage 0 (the defa
 2. the fault is gone (the kernel was fixed) and the playbook runs again: the canary, already on the target kernel,
    compares its new run with the run it kept before the reboot, passes, and the rollout goes on to the second node,
    which runs no suite.
+
+On the same fleet, validate.yml's judge play: the node whose NCCL bandwidth fell is drift against its profile's
+fleet median and fails the play; its record on the node is what the one-call check reports.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -78,12 +81,34 @@ def nodes(fleet):
     return [(n, hosts[n]["gpufabric_sim_root"]) for n in hosts]
 
 
-def run_playbook(fleet, factor=None):
+def suite_vars(d):
+    """validate.yml's NCCL test; the baseline store and the reports beside the fleet."""
+    return {"validate_tests": ["nccl"], "validate_iters": 5, "validate_timeout": 60,
+            "validate_baseline_dir": os.path.join(d, "baselines"), "validate_report_dir": os.path.join(d, "reports")}
+
+
+def playbook(fleet, book, ev):
     d = fleet["path"]
     local_inv = os.path.join(d, "local.yml")
     with open(local_inv, "w") as f:
         json.dump({"all": {"hosts": {"localhost": {"ansible_connection": "local",
                                                    "ansible_python_interpreter": VENV_PY}}}}, f)
+    evf = os.path.join(d, "ev.json")
+    with open(evf, "w") as f:
+        json.dump(ev, f)
+    env = dict(os.environ)
+    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".build"), ANSIBLE_HOST_KEY_CHECKING="False",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="False", ANSIBLE_PIPELINING="True",
+               ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false")
+    argv = [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", os.path.join(d, "inventory.yml"),
+            "-i", local_inv, os.path.join(REPO, "playbooks", book), "-e", "@" + evf]
+    p = subprocess.run(argv, check=False, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, timeout=900)
+    return p.returncode, p.stdout
+
+
+def run_playbook(fleet, factor=None):
+    d = fleet["path"]
     boot = "python3 %s %s vendor%s" % (os.path.join(d, "boot.py"), TARGET, " %s" % factor if factor else "")
     ev = {
         "gpufabric_hosts": "gpufabric_sim", "kernel_upgrade_kernel_release": TARGET,
@@ -94,22 +119,16 @@ def run_playbook(fleet, factor=None):
         "gpufabric_boot_time_command": "cat \"$GPUFABRIC_SYSROOT/var/lib/gpufabric-sim/fake-boot-id\" 2>/dev/null "
                                        "|| echo 0",
         "kernel_upgrade_reboot_timeout": 120,
-        # the canary (on by default) with validate.yml's NCCL test; the store and the reports beside the fleet
-        "validate_tests": ["nccl"], "validate_iters": 5, "validate_timeout": 60,
-        "validate_baseline_dir": os.path.join(d, "baselines"), "validate_report_dir": os.path.join(d, "reports"),
     }
-    evf = os.path.join(d, "ev.json")
-    with open(evf, "w") as f:
-        json.dump(ev, f)
-    env = dict(os.environ)
-    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".build"), ANSIBLE_HOST_KEY_CHECKING="False",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="False", ANSIBLE_PIPELINING="True",
-               ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false")
-    argv = [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", os.path.join(d, "inventory.yml"),
-            "-i", local_inv, os.path.join(REPO, "playbooks", "kernel_upgrade.yml"), "-e", "@" + evf]
-    p = subprocess.run(argv, check=False, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       universal_newlines=True, timeout=900)
-    return p.returncode, p.stdout
+    ev.update(suite_vars(d))      # the canary (on by default) with validate.yml's NCCL test
+    return playbook(fleet, "kernel_upgrade.yml", ev)
+
+
+def prepare(roots):
+    for root in roots:
+        nccl_emu.write_state(root, gdr=True, bandwidth_factor=1.0)
+        if not os.path.isdir(os.path.join(root, "var", "tmp")):    # fabric_validate's work directory (gds_dir)
+            os.makedirs(os.path.join(root, "var", "tmp"))
 
 
 def read(root, rel):
@@ -127,9 +146,7 @@ def test_canary_stops_the_rollout_on_a_regression_then_proceeds(fleet):
         for rel in (KEPT, VERDICT):
             if os.path.exists(os.path.join(root, rel)):
                 os.unlink(os.path.join(root, rel))
-        nccl_emu.write_state(root, gdr=True, bandwidth_factor=1.0)
-        if not os.path.isdir(os.path.join(root, "var", "tmp")):    # fabric_validate's work directory (gds_dir)
-            os.makedirs(os.path.join(root, "var", "tmp"))
+    prepare((croot, oroot))
     old = read(oroot, "proc/sys/kernel/osrelease")
 
     rc, out = run_playbook(fleet, factor=0.5)      # the target kernel halves NCCL's bandwidth
@@ -157,3 +174,33 @@ def test_canary_stops_the_rollout_on_a_regression_then_proceeds(fleet):
     assert "Against the run before the upgrade: ok" in report and "as fast as before" in report, report
     # the canary compared with the run it kept before its reboot; the second node ran no suite
     assert read(croot, KEPT) == kept and read(oroot, KEPT) is None and read(oroot, VERDICT) is None
+
+
+def test_validate_judges_every_node_and_fails_the_one_that_regressed(fleet):
+    """validate.yml: the node play's suite, then the judge play - every node judged once against the store, the
+    report, the record on each node (which the one-call check reports), and the node that regressed failed."""
+    (a, aroot), (b, broot) = nodes(fleet)
+    prepare((aroot, broot))
+    ev = dict(suite_vars(fleet["path"]), validate_hosts="gpufabric_sim")
+    nccl_emu.write_state(broot, bandwidth_factor=0.6)
+    rc, out = playbook(fleet, "validate.yml", ev)
+    assert rc != 0 and "performance drift" in out, out[-6000:]
+    report = read(fleet["path"], "reports/validate-report.json")
+    # the first node is ok against the canary's runs of this profile, or starts the baseline when this test runs
+    # alone; the second is judged against it either way
+    assert report["failed"] == [b] and report["nodes"][a]["status"]["status"] in ("ok", "not_checked"), report
+    reason = report["nodes"][b]["status"]["reason"]
+    assert "nccl.configured.busbw" in reason and "below the fleet median" in reason, reason
+    assert [n["status"] for n in report["nodes"][b]["negative"]] == ["ok", "ok"]
+    assert read(broot, VERDICT)["status"] == "drift" and read(aroot, VERDICT)["status"] in ("ok", "not_checked")
+    # the one-call check, asked for the concern, reports the record with its age
+    d = fleet["path"]
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".build"), ANSIBLE_HOST_KEY_CHECKING="False",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
+    p = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible"), "-i", os.path.join(d, "inventory.yml"), b,
+                        "-m", "gpufabric.node.fabric_check", "-a", json.dumps({"concerns": ["performance"]})],
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300,
+                       check=False)
+    res = json.loads(p.stdout)["plays"][0]["tasks"][0]["hosts"][b]
+    perf = res["concerns"]["performance"]
+    assert perf["status"] == "drift" and "judged by validate.yml" in perf["reason"], res
