@@ -233,7 +233,7 @@ def main():
     except (IOError, OSError) as e:
         module.fail_json(msg="cannot write the validation report in %s: %s" % (p["dest"], e))
     changed = changed or any(j["recorded"] for j in judged.values())   # each profile written got a run
-    for host, j in judged.items():
+    for j in judged.values():
         j["record"] = node_record.document(j["status"], now, j["profile_key"], files[0])
     module.exit_json(changed=changed, statuses=dict((h, j["status"]) for h, j in judged.items()), nodes=judged,
                      regressed=doc["failed"], not_judged=doc["not_judged"],

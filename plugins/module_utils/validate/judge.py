@@ -125,7 +125,8 @@ def check_doc(doc, host="node"):
         seen.add(rid)
         for key, allowed in (("test", TESTS), ("expect", EXPECTS), ("status", RUN_STATUSES)):
             if r.get(key) not in allowed:
-                raise JudgeError("%s: run %s: %s %r is not one of %s" % (host, rid, key, r.get(key), ", ".join(allowed)))
+                raise JudgeError("%s: run %s: %s %r is not one of %s"
+                                 % (host, rid, key, r.get(key), ", ".join(allowed)))
         for key in ("bandwidth", "cpu_s", "wall_s"):
             if r.get(key) is not None and not (_number(r[key]) and r[key] >= 0):
                 raise JudgeError("%s: run %s: %s %r is not a non-negative number" % (host, rid, key, r[key]))
