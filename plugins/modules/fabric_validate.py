@@ -144,7 +144,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils.validate import suite
-from ansible_collections.gpufabric.node.plugins.module_utils.validate import suite_exec
+from ansible_collections.gpufabric.node.plugins.module_utils.check import validation
 
 
 def main():
@@ -168,7 +168,7 @@ def main():
     )
     inputs.guard(module)
     try:
-        doc, failures = suite_exec.validate(Sysroot(), CommandRunner(module), module.params,
+        doc, failures = validation.validate(Sysroot(), CommandRunner(module), module.params,
                                             check_mode=module.check_mode)
     except suite.SuiteError as e:
         module.fail_json(msg="fabric_validate: %s" % e)

@@ -6,7 +6,7 @@
 ``options(params)`` checks the user's input before anything is touched; ``detect(sr, run, opts, facts)`` says which
 tools the node has; ``plan(opts, facts, tools)`` lists the runs (``test``, ``variant``, ``expect``, the argv and the
 environment) - a run that is not possible is planned ``not_checked`` with the reason and what to install;
-``execute`` (``suite_exec``) runs the rest through the one command runner and reads them with ``runs``; ``validate``
+``check.validation.execute`` runs the rest through the one command runner and reads them with ``runs``; ``validate``
 does it all and returns the ``validation`` document (docs/validate.md, "The validation playbook") and the
 ``failures`` the play stops on (``failures``).
 
@@ -98,8 +98,9 @@ def options(params):
             raise SuiteError("%s must be an integer from %d to %d" % (key, lo, hi))
     if o["gpus"] is not None:
         g = o["gpus"]
-        if not isinstance(g, list) or not g or any(not isinstance(i, int) or isinstance(i, bool) or i < 0 or i > 63
-                                                    for i in g) or len(set(g)) != len(g):
+        bad = [i for i in g if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i <= 63] if isinstance(
+            g, list) else [g]
+        if bad or not g or len(set(g)) != len(g):
             raise SuiteError("gpus must be a list of distinct GPU indexes (0 to 63)")
     return o
 
@@ -325,9 +326,11 @@ def _plan_gds(opts, tools, workdir):
         return out
     if tools["kvikio"]:
         for variant, expect, api in (("gds_direct", "direct", "cufile"), ("host_memory", "fallback", "posix")):
+            # kvikio/benchmarks/single_node_io.py (26.10): -d, --nbytes, --nruns, --api; the GPU by CUDA's own means
             argv = [tools["python"], "-m", "kvikio.benchmarks.single_node_io", "-d", data, "--nbytes",
-                    "%dMiB" % mib, "--nruns", "1", "--api", api, "--devices", g]
-            out.append(_run("gds", variant, expect, "kvikio", command=argv, env=dict(PCI_ORDER), gpu=int(g)))
+                    "%dMiB" % mib, "--nruns", "1", "--api", api]
+            out.append(_run("gds", variant, expect, "kvikio", command=argv,
+                            env=dict(PCI_ORDER, CUDA_VISIBLE_DEVICES=g), gpu=int(g)))
         return out
     script = os.path.join(workdir, "cufile_probe.py")
     for variant, compat in (("compat_on", True), ("compat_off", False)):
@@ -399,5 +402,5 @@ def verdict_line(r):
         return "%s: %s - %s" % (r["id"], r["status"], r["reason"])
     label = paths.label(v)
     reason = v["reason"][len(label) + 2:] if v["reason"].startswith(label + ": ") else v["reason"]
-    return "%s (%s, expect %s): %s - %s%s%s" % (r["id"], r["tool"], r["expect"], label, reason, bw,
-                                                 "" if r["status"] == "ok" else " [%s]" % r["status"])
+    status = "" if r["status"] == "ok" else " [%s]" % r["status"]
+    return "%s (%s, expect %s): %s - %s%s%s" % (r["id"], r["tool"], r["expect"], label, reason, bw, status)

@@ -1,7 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Run the validation suite's planned runs (``suite.plan``) and build the ``validation`` document.
+"""Run the validation suite's planned runs (``validate.suite.plan``) and build the ``validation`` document: the body
+of ``fabric_validate``. It sits in the check layer, above the concerns, because it uses the GDS concern's nvidia-fs
+counters and cufile.json policy (``concerns.gds.parse``) and its cuFile program; what it runs and how the outputs are
+read stay below, in ``validate/`` (``suite``, ``runs``).
 
 Every run goes through the one command runner, bounded by ``timeout -k 10 <timeout>`` (coreutils; rc 124 when it
 ran past the limit), with around it:
