@@ -203,7 +203,9 @@ def _versions(sr, facts, doc_runs):
     pairs = facts.get("pairing") or []
     fw = sr.read("/sys/class/infiniband/%s/fw_ver" % pairs[0]["ibdev"]) if pairs and pairs[0].get("ibdev") else None
     dmabuf = (facts.get("gpudirect_rdma") or {}).get("dmabuf") or {}
-    return {"nccl": nccl, "rdma_core": dmabuf.get("rdma_core"), "driver": drv.get("version"),
+    # the gpudirect fact holds rdma-core's major as a number; the profile wants text
+    rdma_core = dmabuf.get("rdma_core")
+    return {"nccl": nccl, "rdma_core": str(rdma_core) if rdma_core is not None else None, "driver": drv.get("version"),
             "kernel": facts.get("kernel_release"), "nic_firmware": fw}
 
 
@@ -217,8 +219,8 @@ def validate(sr, run, params, check_mode=False, clock=time.time, facts=None):
     facts = facts if facts is not None else topology.discover(sr, FACT_SUBSET)
     node = opts["node"] or socket.gethostname().split(".")[0]
     opts["python"] = opts["python"] or sys.executable
-    tools = suite.detect(sr, run, opts, facts)
-    root = sr.path(opts["gds_dir"])
+    tools = suite.detect(run, opts, facts)
+    root = opts["gds_dir"]     # a real path: the commands write there (the sysroot is for what is read)
     if not os.path.isdir(root):
         raise suite.SuiteError("gds_dir %s is not a directory" % opts["gds_dir"])
     workdir = None if check_mode else tempfile.mkdtemp(prefix="gpufabric-validate-", dir=root)

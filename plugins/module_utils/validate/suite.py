@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The validation suite of one node (``fabric_validate``): which runs are possible, the plan, the runs, the doc.
 
-``options(params)`` checks the user's input before anything is touched; ``detect(sr, run, opts, facts)`` says which
+``options(params)`` checks the user's input before anything is touched; ``detect(run, opts, facts)`` says which
 tools the node has; ``plan(opts, facts, tools)`` lists the runs (``test``, ``variant``, ``expect``, the argv and the
 environment) - a run that is not possible is planned ``not_checked`` with the reason and what to install;
 ``check.validation.execute`` runs the rest through the one command runner and reads them with ``runs``; ``validate``
@@ -116,7 +116,7 @@ def _run_json(run, argv, env=None):
     return None
 
 
-def detect(sr, run, opts, facts):
+def detect(run, opts, facts):
     """``{all_reduce_perf, runtime, torch: {...}|None, ib_write_bw, gdsio, kvikio, python, gpus: [index],
     rdma: bool, nvfs_loaded}``: which of the suite's tools this node has (a path, or None)."""
     t = {"python": opts["python"], "all_reduce_perf": None, "runtime": None, "torch": None, "ib_write_bw": None,
@@ -128,10 +128,11 @@ def detect(sr, run, opts, facts):
     elif need_nccl:
         path = opts["nccl_tests_path"]
         if path:
-            real = sr.path(path)
-            if os.path.isdir(real):
+            # programs and work files are the ones the commands see: real paths, not below the sysroot (which holds
+            # what is read: /proc, /sys)
+            if os.path.isdir(path):
                 path = path.rstrip("/") + "/all_reduce_perf"
-            t["all_reduce_perf"] = path if os.access(sr.path(path), os.X_OK) else None
+            t["all_reduce_perf"] = path if os.access(path, os.X_OK) else None
         else:
             t["all_reduce_perf"] = run.bin_path("all_reduce_perf")
         if not t["all_reduce_perf"] and not opts["nccl_tests_path"]:
@@ -140,7 +141,7 @@ def detect(sr, run, opts, facts):
         t["ib_write_bw"] = run.bin_path("ib_write_bw")
     if "gds" in opts["tests"]:
         t["gdsio"] = run.bin_path("gdsio") or next((d + "/gdsio" for d in GDSIO_DIRS
-                                                   if os.access(sr.path(d + "/gdsio"), os.X_OK)), None)
+                                                   if os.access(d + "/gdsio", os.X_OK)), None)
         if not t["gdsio"]:
             rc, out, _err = run([t["python"], "-c", KVIKIO_CHECK])
             t["kvikio"] = out.strip() if rc == 0 and out.strip() else None
