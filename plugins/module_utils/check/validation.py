@@ -178,12 +178,25 @@ def execute(r, run, sr, opts, facts, tools, workdir):
         res = readers.kvikio_result(r, rc, out, err, ctr.nvfs_delta())
     else:
         res = readers.probe_result(r, rc, out, err, tools["nvfs_loaded"], ctr.nvfs_delta())
+    if r["tool"] == "cufile_probe":
+        res["details"]["cufile_log_tail"] = _log_tail(r["env"]["CUFILE_LOGFILE_PATH"])
     r.update(status=res["status"], reason=res["reason"], verdict=res["verdict"], bandwidth=res["bandwidth"],
              details=res["details"])
     if res["bandwidth"] is None:
         r["metric"] = None
     r["output_tail"] = ((out or "") + (err or ""))[-6000:]
     return r
+
+
+def _log_tail(path, limit=20):
+    """The last lines of cuFile's log of one run (why a call failed), and the log removed for the next run."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+        os.unlink(path)
+    except (IOError, OSError, UnicodeDecodeError):
+        return []
+    return [x.strip() for x in lines if x.strip()][-limit:]
 
 
 def _base_cufile_json(sr):

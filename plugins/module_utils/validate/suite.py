@@ -23,8 +23,8 @@ The runs:
   (``remote_nic``: not behind the GPU's PCIe switch), server and client on this node through two NICs (or the
   client only, against a server the user runs at ``peer``).
 - ``gds``: gdsio ``-x 0`` (``gds_direct``) against ``-x 2`` (``host_buffer``) with ``-V``; else KvikIO's ``cufile``
-  against its ``posix`` API (``host_memory``); else the collection's cuFile program with compat mode allowed
-  (``compat_on``) and forbidden (``compat_off``).
+  against its ``posix`` API (``host_memory``); else the collection's cuFile program with compat mode allowed and
+  forced (``compat_on``: cuFile's POSIX path through host memory) and forbidden (``compat_off``).
 
 Plain Python; commands through ``run(argv, env) -> (rc, out, err)`` with ``run.bin_path(name)``; paths through a
 ``Sysroot``. Private to the collection.
@@ -334,11 +334,13 @@ def _plan_gds(opts, tools, workdir):
                             env=dict(PCI_ORDER, CUDA_VISIBLE_DEVICES=g), gpu=int(g)))
         return out
     script = os.path.join(workdir, "cufile_probe.py")
-    for variant, compat in (("compat_on", True), ("compat_off", False)):
-        expect = "direct" if (tools["nvfs_loaded"] or not compat) else "fallback"
+    # compat_on is cuFile's own host path: compat mode allowed and forced (CUFILE_FORCE_COMPAT_MODE), so it is the
+    # fallback leg of the comparison on every node; compat_off forbids it: GDS or nothing
+    for variant, compat, expect in (("compat_on", True, "fallback"), ("compat_off", False, "direct")):
         cfg = os.path.join(workdir, "cufile-%s.json" % variant)
         env = {"CUFILE_ENV_PATH_JSON": cfg, "CUFILE_ALLOW_COMPAT_MODE": "true" if compat else "false",
-               "CUFILE_FORCE_COMPAT_MODE": "false", "CUFILE_LOGFILE_PATH": os.path.join(workdir, "cufile.log")}
+               "CUFILE_FORCE_COMPAT_MODE": "true" if compat else "false",
+               "CUFILE_LOGFILE_PATH": os.path.join(workdir, "cufile.log")}
         env.update(PCI_ORDER)
         argv = [tools["python"], script, "--dir", data, "--size", str(mib * MIB), "--gpu", g]
         out.append(_run("gds", variant, expect, "cufile_probe", command=argv, env=env, gpu=int(g)))

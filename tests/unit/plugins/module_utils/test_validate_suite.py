@@ -118,7 +118,8 @@ TORCH = {"torch": "2.11.0", "cuda": True, "gpus": 1, "nccl": "2.28.9"}
     (_facts(1, 2), dict(ib_write_bw="/usr/bin/ib_write_bw", rdma=True), "perftest.gpu0.remote_nic", None, None,
      "ib_write_bw", {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, ()),
     # GDS
-    (_facts(1, 0), {}, "gds.compat_on", None, None, "cufile_probe", {"CUFILE_ALLOW_COMPAT_MODE": "true"}, ()),
+    (_facts(1, 0), {}, "gds.compat_on", None, None, "cufile_probe",
+     {"CUFILE_ALLOW_COMPAT_MODE": "true", "CUFILE_FORCE_COMPAT_MODE": "true"}, ()),
     (_facts(1, 0), {}, "gds.compat_off", None, None, "cufile_probe",
      {"CUFILE_ALLOW_COMPAT_MODE": "false", "CUFILE_FORCE_COMPAT_MODE": "false"}, ()),
     (_facts(1, 0), dict(gdsio="/usr/local/cuda/gds/tools/gdsio"), "gds.host_buffer", None, None, "gdsio", {}, ()),
