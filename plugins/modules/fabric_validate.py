@@ -29,7 +29,9 @@ description:
     and on a NIC across the CPU (V(remote_nic)); server and client both on this node through two NICs, or the client
     only against a server at O(peer).
   - C(gds) - C(gdsio -x 0) against C(-x 2) with C(-V); else KvikIO's C(cufile) against C(posix) API; else the
-    collection's cuFile program with compatibility mode allowed (V(compat_on)) and forbidden (V(compat_off)).
+    collection's cuFile program with compatibility mode allowed and forced (V(compat_on), cuFile's POSIX path through
+    host memory) and forbidden (V(compat_off), GDS or nothing). The test data is verified (C(gdsio -V); the cuFile
+    program compares every byte of the file and of the GPU buffer read back).
   - Around every run - the children's CPU time, the wall time, the per-priority C(ethtool -S) counters of the rails
     with the RDMA ports' CNP/ECN counters, and the nvidia-fs read/write counters where nvidia-fs is loaded. Every
     run is bounded by O(timeout).
@@ -144,7 +146,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.host.runner import CommandRunner
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils.validate import suite
-from ansible_collections.gpufabric.node.plugins.module_utils.validate import suite_exec
+from ansible_collections.gpufabric.node.plugins.module_utils.check import validation
 
 
 def main():
@@ -168,7 +170,7 @@ def main():
     )
     inputs.guard(module)
     try:
-        doc, failures = suite_exec.validate(Sysroot(), CommandRunner(module), module.params,
+        doc, failures = validation.validate(Sysroot(), CommandRunner(module), module.params,
                                             check_mode=module.check_mode)
     except suite.SuiteError as e:
         module.fail_json(msg="fabric_validate: %s" % e)

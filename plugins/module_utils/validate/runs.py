@@ -208,8 +208,8 @@ def probe_verdict(rep, compat, nvfs_loaded, nvfs_delta):
     for op, call in (("write", "cuFileWrite"), ("read", "cuFileRead")):
         io = rep.get(op)
         if io:
-            ev.append("%s: %d of %d bytes%s" % (call, io.get("done", 0), io.get("requested", 0),
-                                                 " (%s)" % io["error"].get("name") if io.get("error") else ""))
+            why = " (%s)" % io["error"].get("name") if io.get("error") else ""
+            ev.append("%s: %d of %d bytes%s" % (call, io.get("done", 0), io.get("requested", 0), why))
     rd = rep.get("read") or {}
     bw = None
     if rd.get("elapsed_s") and rd.get("done"):

@@ -3,10 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The validation suite of one node (``fabric_validate``): which runs are possible, the plan, the runs, the doc.
 
-``options(params)`` checks the user's input before anything is touched; ``detect(sr, run, opts, facts)`` says which
+``options(params)`` checks the user's input before anything is touched; ``detect(run, opts, facts)`` says which
 tools the node has; ``plan(opts, facts, tools)`` lists the runs (``test``, ``variant``, ``expect``, the argv and the
 environment) - a run that is not possible is planned ``not_checked`` with the reason and what to install;
-``execute`` (``suite_exec``) runs the rest through the one command runner and reads them with ``runs``; ``validate``
+``check.validation.execute`` runs the rest through the one command runner and reads them with ``runs``; ``validate``
 does it all and returns the ``validation`` document (docs/validate.md, "The validation playbook") and the
 ``failures`` the play stops on (``failures``).
 
@@ -23,8 +23,8 @@ The runs:
   (``remote_nic``: not behind the GPU's PCIe switch), server and client on this node through two NICs (or the
   client only, against a server the user runs at ``peer``).
 - ``gds``: gdsio ``-x 0`` (``gds_direct``) against ``-x 2`` (``host_buffer``) with ``-V``; else KvikIO's ``cufile``
-  against its ``posix`` API (``host_memory``); else the collection's cuFile program with compat mode allowed
-  (``compat_on``) and forbidden (``compat_off``).
+  against its ``posix`` API (``host_memory``); else the collection's cuFile program with compat mode allowed and
+  forced (``compat_on``: cuFile's POSIX path through host memory) and forbidden (``compat_off``).
 
 Plain Python; commands through ``run(argv, env) -> (rc, out, err)`` with ``run.bin_path(name)``; paths through a
 ``Sysroot``. Private to the collection.
@@ -98,8 +98,9 @@ def options(params):
             raise SuiteError("%s must be an integer from %d to %d" % (key, lo, hi))
     if o["gpus"] is not None:
         g = o["gpus"]
-        if not isinstance(g, list) or not g or any(not isinstance(i, int) or isinstance(i, bool) or i < 0 or i > 63
-                                                    for i in g) or len(set(g)) != len(g):
+        bad = [i for i in g if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i <= 63] if isinstance(
+            g, list) else [g]
+        if bad or not g or len(set(g)) != len(g):
             raise SuiteError("gpus must be a list of distinct GPU indexes (0 to 63)")
     return o
 
@@ -115,7 +116,7 @@ def _run_json(run, argv, env=None):
     return None
 
 
-def detect(sr, run, opts, facts):
+def detect(run, opts, facts):
     """``{all_reduce_perf, runtime, torch: {...}|None, ib_write_bw, gdsio, kvikio, python, gpus: [index],
     rdma: bool, nvfs_loaded}``: which of the suite's tools this node has (a path, or None)."""
     t = {"python": opts["python"], "all_reduce_perf": None, "runtime": None, "torch": None, "ib_write_bw": None,
@@ -127,10 +128,11 @@ def detect(sr, run, opts, facts):
     elif need_nccl:
         path = opts["nccl_tests_path"]
         if path:
-            real = sr.path(path)
-            if os.path.isdir(real):
+            # programs and work files are the ones the commands see: real paths, not below the sysroot (which holds
+            # what is read: /proc, /sys)
+            if os.path.isdir(path):
                 path = path.rstrip("/") + "/all_reduce_perf"
-            t["all_reduce_perf"] = path if os.access(sr.path(path), os.X_OK) else None
+            t["all_reduce_perf"] = path if os.access(path, os.X_OK) else None
         else:
             t["all_reduce_perf"] = run.bin_path("all_reduce_perf")
         if not t["all_reduce_perf"] and not opts["nccl_tests_path"]:
@@ -139,7 +141,7 @@ def detect(sr, run, opts, facts):
         t["ib_write_bw"] = run.bin_path("ib_write_bw")
     if "gds" in opts["tests"]:
         t["gdsio"] = run.bin_path("gdsio") or next((d + "/gdsio" for d in GDSIO_DIRS
-                                                   if os.access(sr.path(d + "/gdsio"), os.X_OK)), None)
+                                                   if os.access(d + "/gdsio", os.X_OK)), None)
         if not t["gdsio"]:
             rc, out, _err = run([t["python"], "-c", KVIKIO_CHECK])
             t["kvikio"] = out.strip() if rc == 0 and out.strip() else None
@@ -325,16 +327,20 @@ def _plan_gds(opts, tools, workdir):
         return out
     if tools["kvikio"]:
         for variant, expect, api in (("gds_direct", "direct", "cufile"), ("host_memory", "fallback", "posix")):
+            # kvikio/benchmarks/single_node_io.py (26.10): -d, --nbytes, --nruns, --api; the GPU by CUDA's own means
             argv = [tools["python"], "-m", "kvikio.benchmarks.single_node_io", "-d", data, "--nbytes",
-                    "%dMiB" % mib, "--nruns", "1", "--api", api, "--devices", g]
-            out.append(_run("gds", variant, expect, "kvikio", command=argv, env=dict(PCI_ORDER), gpu=int(g)))
+                    "%dMiB" % mib, "--nruns", "1", "--api", api]
+            out.append(_run("gds", variant, expect, "kvikio", command=argv,
+                            env=dict(PCI_ORDER, CUDA_VISIBLE_DEVICES=g), gpu=int(g)))
         return out
     script = os.path.join(workdir, "cufile_probe.py")
-    for variant, compat in (("compat_on", True), ("compat_off", False)):
-        expect = "direct" if (tools["nvfs_loaded"] or not compat) else "fallback"
+    # compat_on is cuFile's own host path: compat mode allowed and forced (CUFILE_FORCE_COMPAT_MODE), so it is the
+    # fallback leg of the comparison on every node; compat_off forbids it: GDS or nothing
+    for variant, compat, expect in (("compat_on", True, "fallback"), ("compat_off", False, "direct")):
         cfg = os.path.join(workdir, "cufile-%s.json" % variant)
         env = {"CUFILE_ENV_PATH_JSON": cfg, "CUFILE_ALLOW_COMPAT_MODE": "true" if compat else "false",
-               "CUFILE_FORCE_COMPAT_MODE": "false", "CUFILE_LOGFILE_PATH": os.path.join(workdir, "cufile.log")}
+               "CUFILE_FORCE_COMPAT_MODE": "true" if compat else "false",
+               "CUFILE_LOGFILE_PATH": os.path.join(workdir, "cufile.log")}
         env.update(PCI_ORDER)
         argv = [tools["python"], script, "--dir", data, "--size", str(mib * MIB), "--gpu", g]
         out.append(_run("gds", variant, expect, "cufile_probe", command=argv, env=env, gpu=int(g)))
@@ -399,5 +405,5 @@ def verdict_line(r):
         return "%s: %s - %s" % (r["id"], r["status"], r["reason"])
     label = paths.label(v)
     reason = v["reason"][len(label) + 2:] if v["reason"].startswith(label + ": ") else v["reason"]
-    return "%s (%s, expect %s): %s - %s%s%s" % (r["id"], r["tool"], r["expect"], label, reason, bw,
-                                                 "" if r["status"] == "ok" else " [%s]" % r["status"])
+    status = "" if r["status"] == "ok" else " [%s]" % r["status"]
+    return "%s (%s, expect %s): %s - %s%s%s" % (r["id"], r["tool"], r["expect"], label, reason, bw, status)

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The node-side validation suite (validate/suite, suite_exec, runs): input checks, the plan for what a node has,
+"""The node-side validation suite (validate/suite, runs, check/validation): input checks, the plan for what a node has,
 missing tools as not_checked, the shipped programs' outputs read, the verdicts and the failures the play stops on.
 Commands go to a fake runner that answers from recorded or built outputs (tests/fixtures/validate)."""
 
@@ -18,7 +18,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import
 from ansible_collections.gpufabric.node.plugins.module_utils.validate import paths
 from ansible_collections.gpufabric.node.plugins.module_utils.validate import runs
 from ansible_collections.gpufabric.node.plugins.module_utils.validate import suite
-from ansible_collections.gpufabric.node.plugins.module_utils.validate import suite_exec
+from ansible_collections.gpufabric.node.plugins.module_utils.check import validation as suite_exec
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "validate")
 MIB = 1 << 20
@@ -118,9 +118,10 @@ TORCH = {"torch": "2.11.0", "cuda": True, "gpus": 1, "nccl": "2.28.9"}
     (_facts(1, 2), dict(ib_write_bw="/usr/bin/ib_write_bw", rdma=True), "perftest.gpu0.remote_nic", None, None,
      "ib_write_bw", {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, ()),
     # GDS
-    (_facts(1, 0), {}, "gds.compat_on", None, None, "cufile_probe", {"CUFILE_ALLOW_COMPAT_MODE": "true"}, ()),
-    (_facts(1, 0), {}, "gds.compat_off", None, None, "cufile_probe", {"CUFILE_ALLOW_COMPAT_MODE": "false",
-                                                                        "CUFILE_FORCE_COMPAT_MODE": "false"}, ()),
+    (_facts(1, 0), {}, "gds.compat_on", None, None, "cufile_probe",
+     {"CUFILE_ALLOW_COMPAT_MODE": "true", "CUFILE_FORCE_COMPAT_MODE": "true"}, ()),
+    (_facts(1, 0), {}, "gds.compat_off", None, None, "cufile_probe",
+     {"CUFILE_ALLOW_COMPAT_MODE": "false", "CUFILE_FORCE_COMPAT_MODE": "false"}, ()),
     (_facts(1, 0), dict(gdsio="/usr/local/cuda/gds/tools/gdsio"), "gds.host_buffer", None, None, "gdsio", {}, ()),
     (_facts(1, 0), dict(kvikio="25.10.0"), "gds.host_memory", None, None, "kvikio", {}, ()),
 ])
@@ -280,8 +281,8 @@ def _r(rid, expect, state, status="ok", ranks=2, fallback=None):
 @pytest.mark.parametrize("doc_runs,expected", [
     ([_r("nccl.configured", "direct", "direct"), _r("nccl.gdr_loc", "fallback", "fallback", fallback="no_gdr")], []),
     ([_r("nccl.configured", "direct", "direct"), _r("nccl.gdr_loc", "fallback", "direct")], ["did not flip"]),
-    ([_r("nccl.configured", "direct", "fallback", fallback="socket"), _r("nccl.gdr_loc", "fallback", "fallback",
-                                                                          fallback="no_gdr")],
+    ([_r("nccl.configured", "direct", "fallback", fallback="socket"),
+      _r("nccl.gdr_loc", "fallback", "fallback", fallback="no_gdr")],
      ["expected the direct path"]),
     ([_r("nccl.configured", "direct", "not_exercised", status="error")], ["nccl.configured failed"]),
     # one rank cannot exercise the network: reported, not a failure
@@ -361,8 +362,8 @@ def test_check_mode_runs_nothing(tmp_path):
 
 
 def test_missing_cufile_library_is_not_checked(tmp_path):
-    doc, _f = suite_exec.validate(Sysroot(), FakeRunner(probe_loads=False), {"gds_dir": str(tmp_path),
-                                                                            "tests": ["gds"]}, facts=_facts(1, 0))
+    params = {"gds_dir": str(tmp_path), "tests": ["gds"]}
+    doc, _f = suite_exec.validate(Sysroot(), FakeRunner(probe_loads=False), params, facts=_facts(1, 0))
     assert [r["status"] for r in doc["runs"]] == ["not_checked", "not_checked"]
 
 

@@ -1,7 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Run the validation suite's planned runs (``suite.plan``) and build the ``validation`` document.
+"""Run the validation suite's planned runs (``validate.suite.plan``) and build the ``validation`` document: the body
+of ``fabric_validate``. It sits in the check layer, above the concerns, because it uses the GDS concern's nvidia-fs
+counters and cufile.json policy (``concerns.gds.parse``) and its cuFile program; what it runs and how the outputs are
+read stay below, in ``validate/`` (``suite``, ``runs``).
 
 Every run goes through the one command runner, bounded by ``timeout -k 10 <timeout>`` (coreutils; rc 124 when it
 ran past the limit), with around it:
@@ -175,12 +178,25 @@ def execute(r, run, sr, opts, facts, tools, workdir):
         res = readers.kvikio_result(r, rc, out, err, ctr.nvfs_delta())
     else:
         res = readers.probe_result(r, rc, out, err, tools["nvfs_loaded"], ctr.nvfs_delta())
+    if r["tool"] == "cufile_probe":
+        res["details"]["cufile_log_tail"] = _log_tail(r["env"]["CUFILE_LOGFILE_PATH"])
     r.update(status=res["status"], reason=res["reason"], verdict=res["verdict"], bandwidth=res["bandwidth"],
              details=res["details"])
     if res["bandwidth"] is None:
         r["metric"] = None
     r["output_tail"] = ((out or "") + (err or ""))[-6000:]
     return r
+
+
+def _log_tail(path, limit=20):
+    """The last lines of cuFile's log of one run (why a call failed), and the log removed for the next run."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+        os.unlink(path)
+    except (IOError, OSError, UnicodeDecodeError):
+        return []
+    return [x.strip() for x in lines if x.strip()][-limit:]
 
 
 def _base_cufile_json(sr):
@@ -200,7 +216,9 @@ def _versions(sr, facts, doc_runs):
     pairs = facts.get("pairing") or []
     fw = sr.read("/sys/class/infiniband/%s/fw_ver" % pairs[0]["ibdev"]) if pairs and pairs[0].get("ibdev") else None
     dmabuf = (facts.get("gpudirect_rdma") or {}).get("dmabuf") or {}
-    return {"nccl": nccl, "rdma_core": dmabuf.get("rdma_core"), "driver": drv.get("version"),
+    # the gpudirect fact holds rdma-core's major as a number; the profile wants text
+    rdma_core = dmabuf.get("rdma_core")
+    return {"nccl": nccl, "rdma_core": str(rdma_core) if rdma_core is not None else None, "driver": drv.get("version"),
             "kernel": facts.get("kernel_release"), "nic_firmware": fw}
 
 
@@ -214,8 +232,8 @@ def validate(sr, run, params, check_mode=False, clock=time.time, facts=None):
     facts = facts if facts is not None else topology.discover(sr, FACT_SUBSET)
     node = opts["node"] or socket.gethostname().split(".")[0]
     opts["python"] = opts["python"] or sys.executable
-    tools = suite.detect(sr, run, opts, facts)
-    root = sr.path(opts["gds_dir"])
+    tools = suite.detect(run, opts, facts)
+    root = opts["gds_dir"]     # a real path: the commands write there (the sysroot is for what is read)
     if not os.path.isdir(root):
         raise suite.SuiteError("gds_dir %s is not a directory" % opts["gds_dir"])
     workdir = None if check_mode else tempfile.mkdtemp(prefix="gpufabric-validate-", dir=root)
