@@ -56,3 +56,12 @@ def test_status_from_the_record(tmp_path, monkeypatch, text, now, want, words):
         assert got["items"] == DRIFTED["items"]
     assert node_check.recorded(sr) == (("performance",) if text is not None else ())
 
+
+
+def test_no_role_runs_it():
+    """A drifted performance is not something a role corrects: it has no role, fix mode runs none for it, and the
+    concern list's role mapping is unchanged."""
+    from ansible_collections.gpufabric.node.plugins.module_utils.check import results
+    assert None not in C.roles() and C.of_role(None) == ["performance"]
+    assert "performance" not in C.CORE
+    assert results.fix_roles({"concerns": {"performance": DRIFTED, "dcb": C.status(C.DRIFT, "pfc")}}) == ["roce_qos"]
