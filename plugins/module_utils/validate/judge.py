@@ -191,7 +191,21 @@ def _row(run):
             "path": None, "baseline": None, "status": None, "reason": None}
 
 
-def _judge_run(run, node, stores, tolerance):
+class _Profiles(object):
+    """The baseline documents of one judgement: each profile's file loaded once, written once at the end."""
+
+    def __init__(self, store, default):
+        self.store, self.default, self.docs = store, default, {}
+
+    def doc(self, prof=None):
+        """(key, document) of ``prof`` (default: the node's profile), a new document for a profile without one."""
+        prof = prof or self.default
+        if prof["key"] not in self.docs:
+            self.docs[prof["key"]] = self.store.load(prof["key"]) or baseline.new_doc(prof)
+        return prof["key"], self.docs[prof["key"]]
+
+
+def _judge_run(run, node, profiles, tolerance):
     """(row, status counted for the concern or None for a forced run, (profile key, status to record) or None)."""
     row = _row(run)
     if run["status"] != C.OK:
@@ -199,15 +213,15 @@ def _judge_run(run, node, stores, tolerance):
         row.update(status=st["status"], reason=st["reason"])
         return row, st, None
     bw, metric = run.get("bandwidth"), run.get("metric")
-    prof = run.get("profile") or stores["__profile__"]
-    base = None
+    key, base = None, None
     if bw is not None and metric and _state(run) in (paths.DIRECT, paths.FALLBACK):
-        base = baseline.judge(stores.setdefault(prof["key"], stores["__load__"](prof)), node, metric, bw, tolerance)
+        key, bdoc = profiles.doc(run.get("profile"))
+        base = baseline.judge(bdoc, node, metric, bw, tolerance)
         row["baseline"] = {"status": base["status"], "reason": base["reason"],
-                           "references": base["baseline"]["references"], "profile": prof["key"]}
+                           "references": base["baseline"]["references"], "profile": key}
     if run["expect"] == paths.FALLBACK:
         row.update(status=C.OK, reason="forced off the direct path: judged as a negative test")
-        return row, None, (prof["key"], base) if base else None
+        return row, None, (key, base) if base else None
     path = path_status(run, node)
     row["path"] = path["status"]
     if bw is None and path["status"] == C.OK:
@@ -216,7 +230,7 @@ def _judge_run(run, node, stores, tolerance):
     if path["status"] == C.DRIFT and base is not None:
         base = dict(base, status=C.DRIFT)      # a run off its path never becomes a reference
     row.update(status=st["status"], reason=st["reason"])
-    return row, st, (prof["key"], base) if base else None
+    return row, st, (key, base) if base else None
 
 
 def _counterpart(run, by_id, rows_of):
@@ -343,12 +357,10 @@ def judge_node(doc, store, tolerance=baseline.DEFAULT_TOLERANCE, earlier=None, r
         check_doc(earlier, "%s (earlier run)" % node)
     if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 <= tolerance < 1:
         raise baseline.BaselineError("tolerance %r is not a fraction in [0, 1)" % (tolerance,))
-    def load(prof):
-        return store.load(prof["key"]) or baseline.new_doc(prof)
-    stores = {"__profile__": doc["profile"], "__load__": load}
+    profiles = _Profiles(store, doc["profile"])
     rows, counted, to_record = [], [], []
     for run in doc["runs"]:
-        row, st, rec = _judge_run(run, node, stores, tolerance)
+        row, st, rec = _judge_run(run, node, profiles, tolerance)
         rows.append(row)
         if st is not None:
             counted.append(st)
@@ -372,15 +384,15 @@ def judge_node(doc, store, tolerance=baseline.DEFAULT_TOLERANCE, earlier=None, r
                                     "negative-test rule" % (run["id"], run.get("variant"))))
     canary = compare(doc, earlier, tolerance, node) if earlier is not None else None
     status = combine(counted + ([canary] if canary else []), "not judged: the suite gave no run")
-    keys = sorted(k for k in stores if not k.startswith("__"))
+    keys = sorted(profiles.docs)
     if record:
         # runs of a canary that regressed against its earlier run never become references of the new profile
         worse = canary is not None and canary["status"] == C.DRIFT
         for run, (key, st) in to_record:
-            baseline.record(stores[key], node, run["metric"], run["bandwidth"], C.status(C.DRIFT, "canary") if worse
-                            else st, at=doc.get("at"))
+            baseline.record(profiles.docs[key], node, run["metric"], run["bandwidth"],
+                            C.status(C.DRIFT, "canary") if worse else st, at=doc.get("at"))
         for key in keys:
-            store.save(stores[key])
+            store.save(profiles.docs[key])
     return {"node": node, "profile_key": doc["profile"]["key"], "at": doc.get("at"), "status": status,
             "runs": rows, "negative": negative, "canary": canary, "recorded": keys if record else []}
 

@@ -269,3 +269,12 @@ def test_report_lists_failures_and_not_judged(store):
     md = J.to_markdown(doc)
     assert "**Regressed or failed: gpu-a01.**" in md and "## gpu-a01: drift" in md
     assert "| nccl.configured | direct | direct | 20.00 GB/s |" in md
+
+
+def test_a_run_with_its_own_profile_is_judged_on_it(store):
+    """A run may carry the profile of its GPU<->NIC pair: its baseline is that profile's file."""
+    pair = dict(_run("perftest.gpu0.local_nic", 45 * GB, test="perftest"), profile={"key": KEY2})
+    j = J.judge_node(_doc([_configured(), pair]), store)
+    assert j["recorded"] == sorted([KEY, KEY2])
+    assert [r["metric"] for r in store.load(KEY2)["runs"]] == ["perftest.gpu0.local_nic.busbw"]
+    assert [r["baseline"]["profile"] for r in j["runs"]] == [KEY, KEY2]
