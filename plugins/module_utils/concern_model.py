@@ -41,7 +41,8 @@ SEVERITY = (ERROR, DRIFT, NOT_CHECKED, NOT_APPLICABLE, OK)
 FACT = "gpufabric_concerns"
 
 # name, title, role, core: core concerns are managed by provision, drift and report on every node; the others only
-# where the play runs them (gds: the gds role's proof; vendor_client: kernel_upgrade.yml and vendor_nfs_client).
+# where the play runs them (gds: the gds role's proof; vendor_client: kernel_upgrade.yml and vendor_nfs_client;
+# performance: validate.yml's suite judged on the controller, no role: a role cannot correct it).
 CONCERNS = (
     dict(name="cmdline", title="Kernel command line", role="iommu", core=True),
     dict(name="acs", title="PCIe ACS", role="pcie_acs", core=True),
@@ -60,6 +61,7 @@ CONCERNS = (
     dict(name="fabric_manager", title="Fabric Manager and NVLink", role="fabric_health", core=True),
     dict(name="gds", title="GPUDirect Storage", role="gds", core=False),
     dict(name="vendor_client", title="Vendor NFS client", role="vendor_nfs_client", core=False),
+    dict(name="performance", title="Performance (validation suite)", role=None, core=False),
 )
 NAMES = tuple(c["name"] for c in CONCERNS)
 CORE = tuple(c["name"] for c in CONCERNS if c["core"])
@@ -76,7 +78,7 @@ def roles():
     """The roles in the order the playbooks import them (each once)."""
     out = []
     for c in CONCERNS:
-        if c["role"] not in out:
+        if c["role"] and c["role"] not in out:
             out.append(c["role"])
     return out
 

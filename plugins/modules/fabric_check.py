@@ -30,7 +30,9 @@ description:
     contradict each other make every concern C(error) before anything is read. The module fails only on a
     desired-state document it cannot read.
   - The GPUDirect Storage and vendor NFS client proofs move data; when O(concerns) asks for C(gds) or
-    C(vendor_client) they are C(not_checked).
+    C(vendor_client) they are C(not_checked). C(performance) (the validation suite of C(playbooks/validate.yml))
+    moves data too; when asked for, it is the status C(validate.yml) recorded on the node, with its age, and
+    C(not_checked) without a record.
 author:
   - gpufabric developers (@gpufabric)
 options:

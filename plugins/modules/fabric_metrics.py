@@ -127,7 +127,7 @@ options:
     type: list
     elements: str
     choices: [cmdline, acs, dcb, rdma_cm, ecn, sysctl, routing, mtu, nccl, persistence, nfs_mounts, pcie_link,
-      gpudirect_rdma, fabric_manager, gds, vendor_client]
+      gpudirect_rdma, fabric_manager, gds, vendor_client, performance]
   reboot_required:
     description:
       - A reboot is pending (the boot loader has kernel arguments the running kernel lacks, as the C(iommu) and

@@ -70,7 +70,7 @@ options:
     type: list
     elements: str
     choices: [cmdline, acs, dcb, rdma_cm, ecn, sysctl, routing, mtu, nccl, persistence, nfs_mounts, pcie_link,
-      gpudirect_rdma, fabric_manager, gds, vendor_client]
+      gpudirect_rdma, fabric_manager, gds, vendor_client, performance]
   dest:
     description:
       - Directory of the report files (created when missing); a relative path is taken from the current directory

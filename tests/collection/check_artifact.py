@@ -109,7 +109,7 @@ def check_kernel_upgrade(installed, cwd):
     # a misspelled vendor client variable with gpufabric_strict_vars: the vendor_nfs_client role stops at its first
     # task, so no module of the role runs on this host
     extra = {"kernel_upgrade_kernel_release": "6.1.0-99-amd64", "gpufabric_strict_vars": True,
-             "vendor_nfs_client_sha265": "0" * 64}
+             "vendor_nfs_client_sha265": "0" * 64, "kernel_upgrade_canary": False}
     p = run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", FQ + ".kernel_upgrade",
              "-e", "ansible_python_interpreter=" + sys.executable, "-e", json.dumps(extra)],
             env(installed, GPUFABRIC_SYSROOT=root), cwd, ok=(2,))

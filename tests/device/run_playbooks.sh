@@ -2,6 +2,7 @@
 # Run the collection's playbooks on the GPU host itself, with a local connection, as a user would, and keep what
 # they say. Needs ansible-core carried as wheels in .whl/ (the host has no network).
 #   tests/device/run_playbooks.sh OUT_DIR [playbook...]     (default: drift.yml provision.yml drift.yml report.yml)
+# EXTRA_VARS (a JSON object or key=value words), when set, is passed to every playbook as one more -e.
 set -uo pipefail
 out=${1:?usage: run_playbooks.sh OUT_DIR [playbook...]}
 shift
@@ -21,7 +22,7 @@ for pb in "$@"; do
   n=$((n + 1))
   start=$(date +%s.%N)
   ansible-playbook -i "$out/inventory.yml" "$repo/playbooks/$pb" -e "gpufabric_report_dir=$out/reports" \
-    -e gpufabric_metrics_dir="$out/metrics" > "$out/$n-${pb%.yml}.log" 2>&1
+    -e gpufabric_metrics_dir="$out/metrics" ${EXTRA_VARS:+-e "$EXTRA_VARS"} > "$out/$n-${pb%.yml}.log" 2>&1
   rc=$?
   echo "$pb rc=$rc $(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || true)s" | tee -a "$out/summary.txt"
   for f in drift-report.json fleet-report.json; do

@@ -30,6 +30,7 @@ LONGEST_FIRST = {
     "test_concerns_sim.py": 130,
     "test_fabric_health_sim.py": 90,
     "test_fabric_acceptance_sim.py": 70,
+    "test_kernel_upgrade_canary_sim.py": 70,
 }
 
 

@@ -165,3 +165,28 @@ def test_incast_with_neither_pauses_nor_ecn_fails(fleet):
         assert "neither PFC nor DCQCN acted" in f["message"]
     for r in inc["rails"]:
         assert r["pause_frames"] == 0 and r["congestion"]["read"] == 3 and not r["congestion"]["ecn_acted"]
+
+
+def test_validate_nccl_catches_a_silent_gdr_fallback(fleet):
+    """validate.yml's NCCL runs on the emulated all_reduce_perf: a node as provisioned passes (direct, and both
+    forced fallbacks flip); a node whose GPUDirect RDMA went silently off (the emulator's fault knob) fails, named."""
+    from gpufabric_sim.emulators import nccl_tests
+    rep = os.path.join(fleet.base, "validate")
+    nccl_tests.write_state(fleet.root("snd2"), gdr=False)
+    try:
+        rc, out = run_playbook([fleet.inventory], os.path.join(fl.REPO, "playbooks", "validate.yml"),
+                               {"validate_hosts": "rcv:snd2", "validate_tests": ["nccl"], "validate_report_dir": rep,
+                                "validate_baseline_dir": os.path.join(rep, "baselines"),
+                                "validate_size": 1 << 20, "validate_timeout": 60})
+    finally:
+        nccl_tests.write_state(fleet.root("snd2"), gdr=True)
+    assert rc != 0, out[-4000:]
+    assert os.path.exists(os.path.join(rep, "validate-rcv.json")), out[-6000:]
+    docs = dict((n, json.load(open(os.path.join(rep, "validate-%s.json" % n)))) for n in ("rcv", "snd2"))
+    states = dict((n, dict((r["id"], (r["verdict"] or {}).get("state")) for r in d["runs"])) for n, d in docs.items())
+    assert states["rcv"] == {"nccl.configured": "direct", "nccl.gdr_loc": "fallback", "nccl.socket": "fallback"}
+    assert states["snd2"]["nccl.configured"] == "fallback"
+    cfg = [r for r in docs["rcv"]["runs"] if r["id"] == "nccl.configured"][0]
+    assert cfg["env"]["NCCL_NET"] == "IB" and cfg["bandwidth"] > 0 and cfg["cpu_s"] is not None
+    assert "snd2" in out and "nccl.configured expected the direct path and shows fallback: no gdr" in out
+    assert "failed=0" in out.split("rcv ")[-1].split("\n")[0]

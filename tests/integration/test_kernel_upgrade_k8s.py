@@ -97,6 +97,10 @@ w("/run/gpufabric-sim/nvfs-hooks.json", json.dumps(hooks) + "\n")
 bid = os.path.join(root, "var/lib/gpufabric-sim/fake-boot-id")
 n = int(open(bid).read()) + 1 if os.path.exists(bid) else 1
 w("/var/lib/gpufabric-sim/fake-boot-id", "%d\n" % n)
+# the all_reduce_perf emulator's fault knob for the booted kernel (test_kernel_upgrade_canary_sim: a kernel that slows
+# NCCL down): the factor every bandwidth is scaled by
+if len(sys.argv) > 3:
+    w("/var/lib/gpufabric-sim/nccl/state.json", json.dumps({"gdr": True, "bandwidth_factor": float(sys.argv[3])}))
 '''
 
 
@@ -187,6 +191,7 @@ def run_playbook(fleet, prebuilt, api, boot_mode="vendor", extra=None):
                                        "|| echo 0",
         "kernel_upgrade_reboot_timeout": 120,
         "kernel_upgrade_gpu_operator_poll": 1, "kernel_upgrade_gpu_operator_timeout": 60,
+        "kernel_upgrade_canary": False,   # the canary has its own tests (test_canary_*)
     }
     ev.update(extra or {})
     evf = os.path.join(fleet, "ev.json")

@@ -201,7 +201,7 @@ def test_kernel_upgrade_with_fixture_client(fleet, n, tmp_path):
         "gpufabric_reboot_command": "python3 %s %s" % (boot, target),
         "gpufabric_boot_time_command": "cat \"$GPUFABRIC_SYSROOT/var/lib/gpufabric-sim/fake-boot-id\" 2>/dev/null "
                                        "|| echo 0",
-        "kernel_upgrade_reboot_timeout": 120,
+        "kernel_upgrade_reboot_timeout": 120, "kernel_upgrade_canary": False,
     }
     evf = str(tmp_path / "ev.json")
     with open(evf, "w") as f:

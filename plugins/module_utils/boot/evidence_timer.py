@@ -50,10 +50,12 @@ RC_REFUSED = guard.RC_REFUSED
 
 
 def default_evaluate(desired, sysroot, run):
-    """The one-call check of ``node_check.py``: every core concern, on the backend of ``run`` (a
+    """The one-call check of ``node_check.py``: every core concern (and each concern whose record a playbook left on
+    the node: ``node_check.recorded``), on the backend of ``run`` (a
     ``runner.CommandRunner``: the C locale, argv lists, binaries looked up on PATH). ``main`` gives it a
     ``node_check.SnapshotRunner``, so the timer's own DCB reads are the answers the evaluation already had."""
-    return node_check.evaluate(desired, sysroot=sysroot, runner=getattr(run, "backend", None))
+    return node_check.evaluate(desired, sysroot=sysroot, runner=getattr(run, "backend", None),
+                               concerns=cm.CORE + node_check.recorded(sysroot))
 
 
 def _every(status, reason, names=cm.CORE):

@@ -197,6 +197,12 @@ def missing_evaluators():
     return [n for n in model.NAMES if n not in REGISTRY]
 
 
+def recorded(sysroot):
+    """The concerns whose status is a record a playbook left on the node (their spec's ``recorded``): the evidence
+    timer reports them beside the core ones."""
+    return tuple(s.NAME for s in registry.SPECS if getattr(s, "recorded", None) and s.recorded(sysroot))
+
+
 def desired_keys(names=None):
     """Every desired key the evaluation of ``names`` (default CORE) reads: the settings checked for contradictions,
     then each concern's, in registry order."""

@@ -35,6 +35,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.mtu import
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nccl import spec as nccl
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.nfs_mounts import spec as nfs_mounts
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.pcie_link import spec as pcie_link
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.performance import spec as performance
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import spec as persistence
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.rdma_cm import spec as rdma_cm
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.routing import spec as routing
@@ -42,5 +43,5 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.sysctl imp
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.vendor_client import spec as vendor_client
 
 SPECS = (cmdline, acs, dcb, rdma_cm, ecn, sysctl, routing, mtu, nccl, persistence, nfs_mounts, pcie_link,
-         gpudirect_rdma, fabric_manager, gds, vendor_client)
+         gpudirect_rdma, fabric_manager, gds, vendor_client, performance)
 BY_NAME = dict((s.NAME, s) for s in SPECS)

@@ -36,6 +36,7 @@ import json
 import os
 import random
 import sys
+import time
 
 PROBE_VERSION = 1
 CUFILEOP_BASE_ERR = 5000
@@ -325,6 +326,7 @@ class Probe(object):
     def io_loop(self, fn, name, fh, dev, size):
         """Call cuFileWrite/cuFileRead until ``size`` bytes are done, recording every return value."""
         done, calls, error, short = 0, [], None, False
+        start = time.time()
         while done < size and len(calls) < MAX_IO_CALLS:
             ctypes.set_errno(0)
             asked = size - done
@@ -343,7 +345,9 @@ class Probe(object):
             if ret < asked:
                 short = True
             done += ret
-        return {"requested": size, "done": done, "calls": calls, "short": short, "error": error}
+        # the wall time of the calls: a bandwidth for the validation suite (fabric_validate), not a benchmark
+        return {"requested": size, "done": done, "calls": calls, "short": short, "error": error,
+                "elapsed_s": time.time() - start}
 
 
 def _open_file(path):

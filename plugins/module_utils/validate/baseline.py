@@ -84,6 +84,11 @@ def topology_hash(facts):
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
 
+def _version(v):
+    """A version as the profile keeps it: a string (the facts give rdma-core's release as a number, ``50``)."""
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
 def profile(facts, pair=None, versions=None):
     """The profile of a node (or of one GPU<->NIC ``pair``, an entry of ``facts["pairing"]``) from its gpufabric
     facts and the ``versions`` the facts do not hold (``nic_firmware``, ``nccl_version``, ``rdma_core``; a
@@ -104,7 +109,7 @@ def profile(facts, pair=None, versions=None):
             "pcie_gpu": _link(facts, gpu.get("bdf")), "pcie_nic": _link(facts, nic.get("bdf")),
             "driver_flavour": drv.get("flavour"), "driver_version": drv.get("version"),
             "kernel": facts.get("kernel_release"), "nccl_version": versions.get("nccl_version"),
-            "rdma_core": versions.get("rdma_core") or dmabuf.get("rdma_core"),
+            "rdma_core": _version(versions.get("rdma_core") or dmabuf.get("rdma_core")),
             "topology_hash": topology_hash(facts)}
     for k in FIELDS:
         v = prof[k]

@@ -68,6 +68,8 @@ WRAPPERS = {
     "systemctl": ("gpufabric_sim.services", "systemctl_main", True),
     "udevadm": ("gpufabric_sim.udev", "udevadm_main", True),
     "ib_write_bw": ("gpufabric_sim.emulators.perftest", "main", True),
+    # nccl-tests' all-reduce as validate.yml runs it (NCCL INFO channel lines for the node's state and env)
+    "all_reduce_perf": ("gpufabric_sim.emulators.nccl_tests", "main", False),
     "bootctl": ("gpufabric_sim.emulators.bootctl", "main", False),
     "ibv_devinfo": ("gpufabric_sim.emulators.ibv_devinfo", "main", False),
     # the NVLink state the fabric_manager concern reads (nvlink --status only)

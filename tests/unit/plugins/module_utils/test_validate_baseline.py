@@ -47,6 +47,8 @@ def test_profile_fields():
     assert p["incomplete"] == []
     assert len(p["key"]) == 16 and p["key"] == _prof()["key"]
     assert B.profile({}, versions={})["incomplete"] == [k for k in B.FIELDS if k != "topology_hash"]
+    # the facts give rdma-core's release as a number (discovery/gpudirect.py): the profile keeps it as a string
+    assert B.profile(_changed(("gpudirect_rdma", "dmabuf", "rdma_core"), 50), versions={})["rdma_core"] == "50"
 
 
 def _changed(path, value):

@@ -100,6 +100,9 @@ CASES = {
     # hgx-h200 boots with DCQCN off on every priority (MLNX_OFED sysfs)
     "roce_ecn": _case(lambda n: {"rails": _rails(n)}, True),
     "vendor_nfs_build": _case(_vendor_args, True),
+    # the controller's judge: a real run records the node's runs in the store and writes the report
+    "validate_judge": _case(lambda n: {"nodes": {"ap1": None}, "baseline_dir": os.path.join(n["root"], "baselines"),
+                                       "dest": os.path.join(n["root"], "reports")}, True),
     # read-only modules: nothing to change, in check mode or not
     "concern_check": _case(lambda n: {"concern": "pcie_link", "options": {"pcie_link": {"gpu_idle_speed": "check"}}},
                            False),

@@ -26,6 +26,7 @@ from gpufabric_sim.emulators import dcb as dcb_emu
 from modrunner import run_module
 
 from ansible_collections.gpufabric.node.plugins.module_utils import concern_model as concerns
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.performance import record as performance
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.persistence import evidence, evidence_unit as persist_evidence
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_desired as nd
@@ -177,12 +178,19 @@ def test_gds_verdict_age_and_refusal(node, monkeypatch):
     sr = Sysroot(root)
     evidence.record_gds_verdict(sr, {"transfer": {"bytes": 1}, "gds_active": True,
                                      "compat_fallback_suspected": False}, now=1000.0)
+    # validate.yml's judgement left on the node: the timer reports the performance concern from it
+    sr.makedirs("/var/lib/gpufabric")
+    sr.write_file_atomic(performance.RECORD_FILE, json.dumps(performance.document(concerns.status(
+        concerns.DRIFT, "nccl.configured.busbw 10.00 GB/s is 74 % below its earlier run 38.40 GB/s"), 1000.0)))
     done = run_timer_command(root)
     assert done.returncode == 0, done.stderr
     m = metrics(root)
     ts = frozenset({"writer": "evidence_timer"}.items())
     assert m["gpufabric_gds_active"] == {ts: 1.0}
     assert m["gpufabric_gds_verdict_timestamp_seconds"] == {ts: 1000.0}
+    perf = dict((dict(k)["status"], v) for k, v in m["gpufabric_concern_status"].items()
+                if dict(k)["concern"] == "performance")
+    assert perf[concerns.DRIFT] == 1.0 and perf[concerns.OK] == 0.0
     # a desired state anyone can change: root must not act on it
     os.chmod(os.path.join(root, "etc/gpufabric/desired.json"), 0o666)
     refused = run_timer_command(root)
