@@ -65,6 +65,7 @@ def _plan(params=None, facts=None, **tools):
     ({"tests": ["nccl", "fio"]}, "fio is not one of"),
     ({"tests": []}, "an empty list"),
     ({"image": "img;rm -rf /"}, "image"),
+    ({"image": "localhost/nccl-tests/../x"}, "image"),
     ({"image": "nccl-tests", "nccl_tests_path": "/opt/nccl-tests/build"}, "exclusive"),
     ({"nccl_tests_path": "relative/all_reduce_perf"}, "absolute path"),
     ({"gds_dir": "/var/tmp/../etc"}, "absolute path"),
