@@ -474,3 +474,21 @@ def test_h200_recorded_outputs_replay():
     res = runs.probe_result(by["gds.compat_on"], 0, by["gds.compat_on"]["output_tail"], "", False, None,
                             by["gds.compat_on"]["details"]["cufile_log_tail"])
     assert "without a udev database" in res["verdict"]["reason"] and "ID_FS_USAGE vda" in res["verdict"]["reason"]
+
+
+@pytest.mark.parametrize("argv,rc", [
+    (["--gpus", "0", "--size", "1024", "--store", "/"], 2),
+    (["--gpus", "1", "--size", "8", "--store", "/"], 2),
+    (["--gpus", "1", "--size", "1024", "--store", "/nonexistent-dir"], 2),
+])
+def test_torch_program_refuses_bad_arguments(argv, rc, capsys):
+    from ansible_collections.gpufabric.node.plugins.module_utils.validate import allreduce_torch
+    assert allreduce_torch.main(argv) == rc
+    line = runs.torch_line(capsys.readouterr().out)
+    assert line and line["error"].startswith("bad arguments")
+
+
+@pytest.mark.parametrize("ranks,factor", [(1, 0.0), (2, 1.0), (8, 1.75)])
+def test_torch_program_bus_factor(ranks, factor):
+    from ansible_collections.gpufabric.node.plugins.module_utils.validate import allreduce_torch
+    assert allreduce_torch.bus_factor(ranks) == pytest.approx(factor)
