@@ -177,9 +177,8 @@ def execute(r, run, sr, opts, facts, tools, workdir):
     elif r["tool"] == "kvikio":
         res = readers.kvikio_result(r, rc, out, err, ctr.nvfs_delta())
     else:
-        res = readers.probe_result(r, rc, out, err, tools["nvfs_loaded"], ctr.nvfs_delta())
-    if r["tool"] == "cufile_probe":
-        res["details"]["cufile_log_tail"] = _log_tail(r["env"]["CUFILE_LOGFILE_PATH"])
+        res = readers.probe_result(r, rc, out, err, tools["nvfs_loaded"], ctr.nvfs_delta(),
+                                   _log_tail(r["env"]["CUFILE_LOGFILE_PATH"]))
     r.update(status=res["status"], reason=res["reason"], verdict=res["verdict"], bandwidth=res["bandwidth"],
              details=res["details"])
     if res["bandwidth"] is None:

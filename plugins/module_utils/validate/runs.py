@@ -190,7 +190,23 @@ def _probe_failure(rep):
     return rep.get("error") or "no report"
 
 
-def probe_verdict(rep, compat, nvfs_loaded, nvfs_delta):
+# cuFile's log when it cannot tell the file's block device (cufio-fs / cufio-obj): it asks udev, and a host without a
+# udev database (/run/udev/data; a container or microVM) refuses every file, in compat mode too (recorded on the
+# H200 host: tests/fixtures/validate/h200-microvm/cufile-compat-matrix.txt)
+NO_VOLUME = "unable to get volume attributes"
+
+
+def _log_hint(log_tail):
+    lines = list(log_tail or ())
+    if not any(NO_VOLUME in x for x in lines):
+        return None
+    udev = [x.split("ERROR", 1)[-1].strip() for x in lines if "udev" in x and "ERROR" in x]
+    return ("cuFile could not read the file's volume attributes%s: it identifies the block device through udev, "
+            "and without a udev database (/run/udev/data) it refuses the file even in compat mode"
+            % (" (%s)" % udev[0] if udev else ""))
+
+
+def probe_verdict(rep, compat, nvfs_loaded, nvfs_delta, log_tail=None):
     """The path verdict of one cuFile program run (``compat``: whether compat mode was allowed).
 
     - the data matched, nvidia-fs not loaded: ``fallback`` host memory (cuFile's compat mode moved it with POSIX
@@ -237,14 +253,18 @@ def probe_verdict(rep, compat, nvfs_loaded, nvfs_delta):
                              "compat mode (POSIX through host memory)", fallback=paths.HOST_MEMORY, evidence=ev,
                              bandwidth=bw)
     failure = _probe_failure(rep)
+    hint = _log_hint(log_tail)
+    if hint:
+        ev.append(hint)
     if not nvfs_loaded and not compat:
         return paths.verdict("cufile_probe", paths.NOT_EXERCISED, "%s (%s)" % (GDS_UNAVAILABLE, failure), evidence=ev)
-    return paths.verdict("cufile_probe", paths.NOT_EXERCISED, "the cuFile transfer did not complete: %s" % failure,
-                         evidence=ev)
+    return paths.verdict("cufile_probe", paths.NOT_EXERCISED, "the cuFile transfer did not complete: %s%s"
+                         % (failure, "; %s" % hint if hint else ""), evidence=ev)
 
 
-def probe_result(run, rc, out, err, nvfs_loaded, nvfs_delta):
-    """One run of the collection's cuFile program (``variant`` compat_on or compat_off)."""
+def probe_result(run, rc, out, err, nvfs_loaded, nvfs_delta, log_tail=None):
+    """One run of the collection's cuFile program (``variant`` compat_on or compat_off); ``log_tail``: the last
+    lines of cuFile's log of the run (they say why a call failed)."""
     rep = probe_report(rc, out)
     compat = run["variant"] == "compat_on"
     details = {}
@@ -252,7 +272,8 @@ def probe_result(run, rc, out, err, nvfs_loaded, nvfs_delta):
         details = {"driver_open": rep.get("driver_open"), "data_matched": rep.get("data_matched"),
                    "error": rep.get("error"), "versions": rep.get("versions"), "libcufile": rep.get("libcufile"),
                    "o_direct": rep.get("o_direct")}
-    v = probe_verdict(rep, compat, nvfs_loaded, nvfs_delta)
+    details["cufile_log_tail"] = list(log_tail or ())
+    v = probe_verdict(rep, compat, nvfs_loaded, nvfs_delta, log_tail)
     if _timed_out(rc):
         return result("error", "timed out (rc %d): %s" % (rc, _tail(out, err)), v, None, details)
     if rep is None or rc != 0:

@@ -81,7 +81,8 @@ def options(params):
         raise SuiteError("tests: %s is not one of %s" % (", ".join(bad) or "an empty list", ", ".join(TESTS)))
     o["tests"] = [t for t in TESTS if t in tests]
     for key, rx in (("image", _IMAGE), ("node", _NODE), ("peer", _PEER)):
-        if o[key] is not None and (not isinstance(o[key], str) or not rx.fullmatch(o[key])):
+        if o[key] is not None and (not isinstance(o[key], str) or not rx.fullmatch(o[key]) or "/../" in
+                                   "/%s/" % o[key]):
             raise SuiteError("%s: %r is not a valid %s" % (key, o[key], "address or host name" if key == "peer"
                                                            else "value (letters, digits, . _ - / : @ +)"))
     for key in ("nccl_tests_path", "gds_dir", "python"):

@@ -65,6 +65,7 @@ def _plan(params=None, facts=None, **tools):
     ({"tests": ["nccl", "fio"]}, "fio is not one of"),
     ({"tests": []}, "an empty list"),
     ({"image": "img;rm -rf /"}, "image"),
+    ({"image": "localhost/nccl-tests/../x"}, "image"),
     ({"image": "nccl-tests", "nccl_tests_path": "/opt/nccl-tests/build"}, "exclusive"),
     ({"nccl_tests_path": "relative/all_reduce_perf"}, "absolute path"),
     ({"gds_dir": "/var/tmp/../etc"}, "absolute path"),
@@ -422,3 +423,72 @@ def test_simulated_all_reduce_perf(tmp_path, env, ranks, ibdevs, state, rc, verd
         assert bw_range[0] <= res["bandwidth"] <= bw_range[1]
     else:
         assert res["bandwidth"] is None
+
+
+# --- recorded on the real H200 host: validate.yml as a user runs it (tests/fixtures/validate/h200-microvm) ---------
+
+H200 = os.path.join(FIX, "h200-microvm")
+
+
+def _h200_doc():
+    with open(os.path.join(H200, "validate-gpuhost.json")) as f:
+        return json.load(f)
+
+
+def test_h200_recorded_verdicts():
+    doc = _h200_doc()
+    by = dict((r["id"], r) for r in doc["runs"])
+    assert doc["schema"] == 1 and doc["versions"]["nccl"] == "2.28.9" and doc["profile_key"] == doc["profile"]["key"]
+    nccl = by["nccl.configured"]
+    assert (nccl["status"], nccl["tool"], nccl["details"]["program"]["ranks"]) == ("ok", "torch.distributed", 1)
+    assert paths.label(nccl["verdict"]) == "not exercised" and "one rank" in nccl["verdict"]["reason"]
+    assert "NCCL_NET" not in nccl["env"]          # no RDMA device on the host: not pinned
+    off = by["gds.compat_off"]
+    assert off["status"] == "ok" and off["verdict"]["state"] == "not_exercised"
+    assert off["verdict"]["reason"].startswith("GDS unavailable: nvidia-fs not loaded")
+    # compat mode on: cuFile itself refused the file there (no udev database in the microVM), nothing moved
+    on = by["gds.compat_on"]
+    assert (on["status"], on["verdict"]["state"]) == ("error", "not_exercised")
+    assert any("unable to get volume attributes" in x for x in on["details"]["cufile_log_tail"])
+    for r in (nccl, on, off):
+        assert r["cpu_s"] > 0 and r["wall_s"] > 0 and r["rc"] == 0 and r["counters"] == {}
+    assert [r["id"] for r in doc["runs"] if r["status"] == "not_checked"] == [
+        "nccl.gdr_loc", "nccl.socket", "nccl_intra.configured", "nccl_intra.host_memory", "perftest.local_nic",
+        "perftest.remote_nic"]
+    with open(os.path.join(H200, "validate-playbook.log")) as f:
+        log = f.read()
+    assert "nccl.configured (torch.distributed, expect direct): not exercised" in log
+    assert "GDS unavailable:\n        nvidia-fs not loaded" in log and "failed=0" in log
+
+
+def test_h200_recorded_outputs_replay():
+    """The readers give the same verdicts again from the recorded outputs (the log, the cuFile reports and logs)."""
+    by = dict((r["id"], r) for r in _h200_doc()["runs"])
+    for rid in ("nccl.configured", "gds.compat_on", "gds.compat_off"):
+        r = by[rid]
+        if r["tool"] == "cufile_probe":
+            res = runs.probe_result(r, r["rc"], r["output_tail"], "", False, None, r["details"]["cufile_log_tail"])
+        else:
+            res = runs.nccl_result(r, r["rc"], r["output_tail"], "")
+        assert (res["status"], res["verdict"]["state"]) == (r["status"], r["verdict"]["state"])
+    res = runs.probe_result(by["gds.compat_on"], 0, by["gds.compat_on"]["output_tail"], "", False, None,
+                            by["gds.compat_on"]["details"]["cufile_log_tail"])
+    assert "without a udev database" in res["verdict"]["reason"] and "ID_FS_USAGE vda" in res["verdict"]["reason"]
+
+
+@pytest.mark.parametrize("argv,rc", [
+    (["--gpus", "0", "--size", "1024", "--store", "/"], 2),
+    (["--gpus", "1", "--size", "8", "--store", "/"], 2),
+    (["--gpus", "1", "--size", "1024", "--store", "/nonexistent-dir"], 2),
+])
+def test_torch_program_refuses_bad_arguments(argv, rc, capsys):
+    from ansible_collections.gpufabric.node.plugins.module_utils.validate import allreduce_torch
+    assert allreduce_torch.main(argv) == rc
+    line = runs.torch_line(capsys.readouterr().out)
+    assert line and line["error"].startswith("bad arguments")
+
+
+@pytest.mark.parametrize("ranks,factor", [(1, 0.0), (2, 1.0), (8, 1.75)])
+def test_torch_program_bus_factor(ranks, factor):
+    from ansible_collections.gpufabric.node.plugins.module_utils.validate import allreduce_torch
+    assert allreduce_torch.bus_factor(ranks) == pytest.approx(factor)

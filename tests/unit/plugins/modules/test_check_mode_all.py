@@ -108,6 +108,8 @@ CASES = {
                            False),
     "fabric_check": _case(lambda n: {"desired": desired_doc.resolve({"inventory_hostname": "ap1"})}, False),
     "fabric_counters": _case(lambda n: {"rails": _rails(n)}, False),
+    # moves test data in a private directory it removes, changes no configuration: check mode returns the plan
+    "fabric_validate": _case(lambda n: {"tests": ["nccl", "nccl_intra", "perftest", "gds"]}, False),
     "fabric_health": _case(lambda n: {"pcie_link": {"gpu_idle_speed": "ignore", "slot_limited": "drift"},
                                       "gpudirect_rdma": {"mechanism": "any"},
                                       "nccl_log": os.path.join(NCCL_LOGS, "nccl-1rank-h200.log")}, False),
