@@ -160,6 +160,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.performance import record as node_record
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils.report import drift as rpt
+from ansible_collections.gpufabric.node.plugins.module_utils.report import validate_md
 from ansible_collections.gpufabric.node.plugins.module_utils.validate import baseline, judge
 
 
@@ -225,7 +226,7 @@ def main():
     generated = p["generated"] or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
     judged = judge_all(p["nodes"], p["earlier"], store, p["tolerance"], p["record"] and not module.check_mode)
     doc = judge.report(judged, generated, p["tolerance"], p["baseline_dir"])
-    markdown = judge.to_markdown(doc, p["title"])
+    markdown = validate_md.to_markdown(doc, p["title"])
     try:
         files, changed = rpt.write_files(Sysroot("/"), p["dest"], p["basename"],
                                          {"json": rpt.to_json(doc), "markdown": markdown},

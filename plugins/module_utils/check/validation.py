@@ -137,7 +137,7 @@ def execute(r, run, sr, opts, facts, tools, workdir):
     """Run one planned run in place: rc, cpu_s, wall_s, counters, and what ``runs`` reads from its output."""
     ctr = Counters(sr, run, facts, tools["nvfs_loaded"])
     server = None
-    if r["tool"] == "cufile_probe":
+    if "CUFILE_ENV_PATH_JSON" in r["env"]:
         cfg = nvfs_parse.cufile_config(_base_cufile_json(sr), allow_compat_mode=r["variant"] == "compat_on",
                                        log_dir=workdir)
         with open(r["env"]["CUFILE_ENV_PATH_JSON"], "w") as f:
@@ -175,7 +175,9 @@ def execute(r, run, sr, opts, facts, tools, workdir):
     elif r["tool"] == "gdsio":
         res = readers.gdsio_result(r, rc, out, err, ctr.nvfs_delta(), tools["nvfs_loaded"])
     elif r["tool"] == "kvikio":
-        res = readers.kvikio_result(r, rc, out, err, ctr.nvfs_delta())
+        res = readers.kvikio_result(r, rc, out, err, ctr.nvfs_delta(), tools["nvfs_loaded"],
+                                    _log_tail(r["env"]["CUFILE_LOGFILE_PATH"]) if "CUFILE_LOGFILE_PATH" in r["env"]
+                                    else [])
     else:
         res = readers.probe_result(r, rc, out, err, tools["nvfs_loaded"], ctr.nvfs_delta(),
                                    _log_tail(r["env"]["CUFILE_LOGFILE_PATH"]))

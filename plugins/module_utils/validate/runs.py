@@ -151,15 +151,25 @@ def gdsio_result(run, rc, out, err, nvfs_delta, nvfs_loaded):
     return result("ok", "%s: %s" % (paths.label(v), v["reason"]), v, v["bandwidth"], details)
 
 
-def kvikio_result(run, rc, out, err, nvfs_delta):
-    """KvikIO's roundtrip benchmark: the ``cufile`` read rows (GDS path) or the ``posix`` rows (host path)."""
+def kvikio_result(run, rc, out, err, nvfs_delta, nvfs_loaded=None, log_tail=None):
+    """KvikIO's roundtrip benchmark with ``--api cufile``: ``compat_on`` in KvikIO's own compat mode (the host
+    path), ``compat_off`` with both compat modes off (GDS or nothing: without nvidia-fs KvikIO cannot open cuFile's
+    driver, and that run says "GDS unavailable"); an older plan's ``host_memory`` run reads the ``posix`` rows.
+    ``log_tail``: cuFile's log of the run."""
     parsed = gds_out.parse_kvikio((out or "") + "\n" + (err or ""))
     api = "posix" if run["variant"] == "host_memory" else "cufile"
     v = gds_out.kvikio_verdict(parsed, api=api, direction="read", nvfs_delta=nvfs_delta)
-    details = {"gds_driver": parsed["gds_driver"], "compat": parsed["compat"]}
+    details = {"gds_driver": parsed["gds_driver"], "compat": parsed["compat"],
+               "cufile_log_tail": list(log_tail or ())}
     if _timed_out(rc):
         return result("error", "timed out (rc %d): %s" % (rc, _tail(out, err)), v, None, details)
     if rc != 0 or not parsed["results"]:
+        if run["variant"] == "compat_off" and nvfs_loaded is False:
+            hint = _log_hint(log_tail)
+            v = paths.verdict("kvikio", paths.NOT_EXERCISED, "%s (KvikIO with compat mode off failed, rc %d: %s)"
+                              % (GDS_UNAVAILABLE, rc, _tail(out, err)),
+                              evidence=["nvidia-fs not loaded"] + ([hint] if hint else []))
+            return result("ok", "%s: %s" % (paths.label(v), v["reason"]), v, None, details)
         return result("error", "kvikio failed (rc %d): %s" % (rc, _tail(out, err)), v, None, details)
     return result("ok", "%s: %s" % (paths.label(v), v["reason"]), v, v["bandwidth"], details)
 

@@ -327,12 +327,20 @@ def _plan_gds(opts, tools, workdir):
             out.append(_run("gds", variant, expect, "gdsio", command=argv, env=dict(PCI_ORDER), gpu=int(g)))
         return out
     if tools["kvikio"]:
-        for variant, expect, api in (("gds_direct", "direct", "cufile"), ("host_memory", "fallback", "posix")):
-            # kvikio/benchmarks/single_node_io.py (26.10): -d, --nbytes, --nruns, --api; the GPU by CUDA's own means
+        # KvikIO 26.10: kvikio/benchmarks/single_node_io.py (-d, --nbytes, --nruns, --api; the GPU by CUDA's own
+        # means) and KVIKIO_COMPAT_MODE (ON|OFF|AUTO, kvikio/defaults.py). compat_on is KvikIO's own compat mode:
+        # POSIX through a host buffer, libcufile not loaded - the host leg of the comparison on every node;
+        # compat_off forbids both compat modes (KvikIO's, and cuFile's through a generated cufile.json): GDS or
+        # nothing
+        for variant, expect, compat in (("compat_on", "fallback", True), ("compat_off", "direct", False)):
             argv = [tools["python"], "-m", "kvikio.benchmarks.single_node_io", "-d", data, "--nbytes",
-                    "%dMiB" % mib, "--nruns", "1", "--api", api]
-            out.append(_run("gds", variant, expect, "kvikio", command=argv,
-                            env=dict(PCI_ORDER, CUDA_VISIBLE_DEVICES=g), gpu=int(g)))
+                    "%dMiB" % mib, "--nruns", "1", "--api", "cufile"]
+            env = dict(PCI_ORDER, CUDA_VISIBLE_DEVICES=g, KVIKIO_COMPAT_MODE="ON" if compat else "OFF")
+            if not compat:
+                env.update(CUFILE_ENV_PATH_JSON=os.path.join(workdir, "cufile-%s.json" % variant),
+                           CUFILE_ALLOW_COMPAT_MODE="false",
+                           CUFILE_LOGFILE_PATH=os.path.join(workdir, "cufile.log"))
+            out.append(_run("gds", variant, expect, "kvikio", command=argv, env=env, gpu=int(g)))
         return out
     script = os.path.join(workdir, "cufile_probe.py")
     # compat_on is cuFile's own host path: compat mode allowed and forced (CUFILE_FORCE_COMPAT_MODE), so it is the

@@ -19,6 +19,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils import concern_mode
 from ansible_collections.gpufabric.node.plugins.module_utils.validate import baseline as B
 from ansible_collections.gpufabric.node.plugins.module_utils.validate import judge as J
 from ansible_collections.gpufabric.node.plugins.module_utils.validate import paths
+from ansible_collections.gpufabric.node.plugins.module_utils.report import validate_md
 
 GB = 1e9
 KEY, KEY2 = "0123456789abcdef", "fedcba9876543210"
@@ -266,7 +267,7 @@ def test_report_lists_failures_and_not_judged(store):
               "gpu-c01": J.missing("gpu-c01")}
     doc = J.report(judged, "2026-12-01T10:00:00Z", 0.1, store.directory)
     assert (doc["failed"], doc["not_judged"]) == (["gpu-a01"], ["gpu-b01", "gpu-c01"])
-    md = J.to_markdown(doc)
+    md = validate_md.to_markdown(doc)
     assert "**Regressed or failed: gpu-a01.**" in md and "## gpu-a01: drift" in md
     assert "| nccl.configured | direct | direct | 20.00 GB/s |" in md
 

@@ -124,7 +124,11 @@ TORCH = {"torch": "2.11.0", "cuda": True, "gpus": 1, "nccl": "2.28.9"}
     (_facts(1, 0), {}, "gds.compat_off", None, None, "cufile_probe",
      {"CUFILE_ALLOW_COMPAT_MODE": "false", "CUFILE_FORCE_COMPAT_MODE": "false"}, ()),
     (_facts(1, 0), dict(gdsio="/usr/local/cuda/gds/tools/gdsio"), "gds.host_buffer", None, None, "gdsio", {}, ()),
-    (_facts(1, 0), dict(kvikio="25.10.0"), "gds.host_memory", None, None, "kvikio", {}, ()),
+    # KvikIO: its own compat mode is the host leg; compat_off forbids KvikIO's and cuFile's compat modes
+    (_facts(1, 0), dict(kvikio="26.10.0"), "gds.compat_on", None, None, "kvikio", {"KVIKIO_COMPAT_MODE": "ON"},
+     ("CUFILE_ENV_PATH_JSON",)),
+    (_facts(1, 0), dict(kvikio="26.10.0"), "gds.compat_off", None, None, "kvikio",
+     {"KVIKIO_COMPAT_MODE": "OFF", "CUFILE_ALLOW_COMPAT_MODE": "false"}, ()),
 ])
 def test_plan(facts, tools, rid, status, reason, tool, env_has, env_lacks):
     r = _plan(facts=facts, **tools)[rid]
@@ -492,3 +496,34 @@ def test_torch_program_refuses_bad_arguments(argv, rc, capsys):
 def test_torch_program_bus_factor(ranks, factor):
     from ansible_collections.gpufabric.node.plugins.module_utils.validate import allreduce_torch
     assert allreduce_torch.bus_factor(ranks) == pytest.approx(factor)
+
+
+KVIKIO_BANNER = """!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!
+   WARNING - KvikIO compat mode
+      libcufile.so not used
+!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!
+GPU               | NVIDIA H200
+GDS driver        | N/A (Compatibility Mode)
+cufile read       |   2.10 GiB/s
+cufile write      | 901.62 MiB/s
+"""
+
+
+@pytest.mark.parametrize("variant,rc,out,nvfs_loaded,status,state,reason", [
+    # KvikIO's own compat mode moved the data: the host path, as the variant expects
+    ("compat_on", 0, KVIKIO_BANNER, False, "ok", "fallback", "KvikIO compat mode"),
+    # both compat modes off and no nvidia-fs: KvikIO cannot open cuFile's driver; the run says why, it is no error
+    ("compat_off", 1, "RuntimeError: cuFile error at: ... cuFileDriverOpen", False, "ok", "not_exercised",
+     "GDS unavailable: nvidia-fs not loaded"),
+    # the same failure with nvidia-fs loaded is an error of the run
+    ("compat_off", 1, "RuntimeError: cuFile error at: ... cuFileDriverOpen", True, "error", "not_exercised",
+     "kvikio failed (rc 1)"),
+])
+def test_kvikio_result(variant, rc, out, nvfs_loaded, status, state, reason):
+    from ansible_collections.gpufabric.node.plugins.module_utils.validate import runs
+    res = runs.kvikio_result({"variant": variant}, rc, out, "", None, nvfs_loaded, [])
+    assert (res["status"], res["verdict"]["state"]) == (status, state)
+    assert reason in res["reason"]
+    if state == "fallback":
+        assert res["verdict"]["fallback"] == "host_memory" and res["bandwidth"] == 2.10 * 2 ** 30
+

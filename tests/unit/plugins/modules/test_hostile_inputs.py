@@ -92,6 +92,8 @@ BASE = {
     ("fabric_validate", "nccl_tests_path"): "/opt/nccl-tests/build",
     ("fabric_validate", "peer"): "10.0.0.9",
     ("fabric_validate", "python"): "/usr/bin/python3",
+    ("validate_judge", "earlier"): {"ap1": None},
+    ("validate_judge", "generated"): "2026-01-01T00:00:00Z",
     ("gds_verify", "gdsio_path"): "/usr/local/cuda/gds/tools/gdsio",
     ("gds_verify", "python"): "/usr/bin/python3",
     ("gds_verify", "storage_module"): "rpcrdma",
@@ -164,6 +166,16 @@ ALLOWED = {
     # nccl.conf is NCCL's KEY=VALUE file, one variable a line, the value the rest of the line (no shell): any
     # printable value is itself there (NCCL_DEBUG_FILE=/tmp/nccl.%h.%p is a real one)
     ("nccl_config", "extra_vars{value}"): TEXT_OK,
+    # the controller's judge of the validation suite: as fabric_report, a node's document is the node's business
+    # (a malformed one is that node's error in the report), node names and the title are report text, and the two
+    # directories are the controller's own
+    ("validate_judge", "nodes{key}"): TEXT_OK,
+    ("validate_judge", "nodes{value}"): NODE_DATA_OK,
+    ("validate_judge", "earlier{key}"): TEXT_OK,
+    ("validate_judge", "earlier{value}"): NODE_DATA_OK,
+    ("validate_judge", "title"): TEXT_OK,
+    ("validate_judge", "dest"): TEXT_OK,
+    ("validate_judge", "baseline_dir"): TEXT_OK,
 }
 XFAIL = {}
 
@@ -408,6 +420,17 @@ def _report_files(node, args, option, hostile, res, before, after):
                     assert line.rstrip().endswith("|"), "%s: a table row was split: %r" % (path, line)
 
 
+def _judge_files(node, args, option, hostile, res, before, after):
+    """validate_judge: every node judged with a status and a reason; the reports as fabric_report's (JSON exact,
+    Markdown escaped on one line, in dest)."""
+    assert sorted(res["statuses"]) == sorted(args["nodes"]), res["statuses"]
+    for st in res["statuses"].values():
+        assert st["status"] in ("ok", "drift", "error", "not_checked") and st["reason"], st
+    if option in ("nodes{value}", "earlier{key}", "earlier{value}", "baseline_dir"):
+        return
+    _report_files(node, args, option, hostile, res, before, after)
+
+
 def _prom_file(node, args, option, hostile, res, before, after):
     """Every line of the textfile is a comment or a sample: no value broke out of its label or HELP text."""
     sample = re.compile(r'[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})? \S+\Z')
@@ -435,4 +458,4 @@ def _check_result(node, args, option, hostile, res, before, after):
 
 
 PROOF = {"fabric_check": _check_result, "fabric_report": _report_files, "fleet_report": _report_files, "fabric_metrics": _prom_file,
-         "nccl_config": _nccl_conf}
+         "nccl_config": _nccl_conf, "validate_judge": _judge_files}
