@@ -39,8 +39,10 @@ options:
       - Inventory host name to its C(validation) document, or the registered result of
         M(gpufabric.node.fabric_validate) (its C(validation) is taken), or null for a node whose suite did not run
         (C(not_checked)). A result that failed is C(not_checked) with its message.
-      - The action plugin fills it in from the play hosts' variable C(gpufabric_validation) when not given.
+      - The action plugin fills it in from the play hosts' variable C(gpufabric_validation) when the task does not
+        give it; the module itself needs it.
     type: dict
+    required: true
   earlier:
     description: Inventory host name to the C(validation) document of the same node's earlier run (the canary's).
     type: dict

@@ -48,10 +48,11 @@ def to_markdown(doc, title="gpufabric validation report"):
         if j["negative"]:
             out += ["| negative test | against | rule | status | reason |", "| --- | --- | --- | --- | --- |"]
             for n in j["negative"]:
-                out.append("| %s | %s | %s | %s | %s |" % (_cell(n["id"]), _cell(n["counterpart"] or "-"),
-                                                          n["rule"], C.LABELS[n["status"]], _cell(n["reason"])))
+                out.append("| %s | %s | %s | %s | %s |" % (
+                    _cell(n["id"]), _cell(n["counterpart"] or "-"), n["rule"], C.LABELS[n["status"]],
+                    _cell(n["reason"])))
             out.append("")
         if j.get("canary"):
-            out += ["Against the run before the upgrade: %s (%s)." % (C.LABELS[j["canary"]["status"]],
-                                                                       _cell(j["canary"]["reason"])), ""]
+            out += ["Against the run before the upgrade: %s (%s)." % (
+                C.LABELS[j["canary"]["status"]], _cell(j["canary"]["reason"])), ""]
     return "\n".join(out).rstrip("\n") + "\n"

@@ -63,12 +63,12 @@ def _worker(rank, args):  # pragma: no cover - runs on a GPU node only
         want = args.gpus * (args.gpus + 1) / 2.0
         correct = bool(torch.all(check == want).item())
         buf = torch.ones((n,), dtype=torch.float32, device="cuda:%d" % rank)
-        for _ in range(args.warmup):
+        for _i in range(args.warmup):
             dist.all_reduce(buf)
         torch.cuda.synchronize()
         dist.barrier()
         t0 = time.time()
-        for _ in range(args.iters):
+        for _i in range(args.iters):
             dist.all_reduce(buf)
         torch.cuda.synchronize()
         elapsed = torch.tensor([time.time() - t0], dtype=torch.float64, device="cuda:%d" % rank)
@@ -118,4 +118,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

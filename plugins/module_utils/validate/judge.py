@@ -294,8 +294,8 @@ def negative_test(forced, base_run, tolerance, node):
     else:
         good, limit = ratio < 1 - tolerance, "< %s" % paths.rate(bb * (1 - tolerance))
     if good:
-        return C.status(C.OK, "negative test %s %s and its bandwidth is as the topology implies: %s" % (fid, flip,
-                                                                                                     shown))
+        return C.status(C.OK, "negative test %s %s and its bandwidth is as the topology implies: %s"
+                        % (fid, flip, shown))
     return C.status(C.DRIFT, "negative test %s %s, but %s: %s" % (fid, flip, shown, RULES[rule]),
                     [_item(node, fid + ".bandwidth", fb, limit)])
 
@@ -315,8 +315,8 @@ def compare(doc, earlier, tolerance, node):
                 rid, earlier.get("at"), "not" if run is None else "not: " + (run.get("reason") or "not checked"))))
             continue
         if run["status"] == C.ERROR:
-            out.append(C.status(C.DRIFT, "%s ran before (%s) and fails now: %s" % (rid, _label(before),
-                                                                                     run.get("reason") or "error"),
+            out.append(C.status(C.DRIFT, "%s ran before (%s) and fails now: %s"
+                                % (rid, _label(before), run.get("reason") or "error"),
                                 [_item(node, rid + ".status", C.ERROR, C.OK)]))
             continue
         found = []

@@ -57,7 +57,6 @@ def test_status_from_the_record(tmp_path, monkeypatch, text, now, want, words):
     assert node_check.recorded(sr) == (("performance",) if text is not None else ())
 
 
-
 def test_no_role_runs_it():
     """A drifted performance is not something a role corrects: it has no role, fix mode runs none for it, and the
     concern list's role mapping is unchanged."""

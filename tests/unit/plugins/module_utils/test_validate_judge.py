@@ -132,8 +132,8 @@ SOCKET = dict(state=paths.FALLBACK, fallback=paths.SOCKET, expect=paths.FALLBACK
     (_run("nccl.gdr_loc", 20 * GB, **GDR_LOC), C.OK, ["flipped to fallback: no gdr", "52 %"]),
     (_run("nccl.socket", 5 * GB, **SOCKET), C.OK, ["flipped to fallback: socket"]),
     # does not flip: the fallback would not be seen
-    (_run("nccl.gdr_loc", 20 * GB, expect=paths.FALLBACK), C.DRIFT, ["its verdict says direct",
-                                                                      "would not be seen"]),
+    (_run("nccl.gdr_loc", 20 * GB, expect=paths.FALLBACK), C.DRIFT,
+     ["its verdict says direct", "would not be seen"]),
     # flips but the bandwidth does not drop as the topology implies
     (_run("nccl.gdr_loc", 37 * GB, **GDR_LOC), C.DRIFT, ["37.00 GB/s against 38.40 GB/s", "faster by more than"]),
     (_run("nccl.socket", 25 * GB, **SOCKET), C.DRIFT, ["at most half"]),

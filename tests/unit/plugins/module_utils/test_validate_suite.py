@@ -526,4 +526,3 @@ def test_kvikio_result(variant, rc, out, nvfs_loaded, status, state, reason):
     assert reason in res["reason"]
     if state == "fallback":
         assert res["verdict"]["fallback"] == "host_memory" and res["bandwidth"] == 2.10 * 2 ** 30
-
