@@ -64,7 +64,8 @@ TORCH_CHECK = ("import json\ntry:\n import torch\n d={'torch':torch.__version__,
                "'gpus':torch.cuda.device_count() if torch.cuda.is_available() else 0,'nccl':'.'.join(str(v) for v in "
                "torch.cuda.nccl.version()) if torch.cuda.is_available() else None}\nexcept Exception as e:\n"
                " d={'torch':None,'error':type(e).__name__+': '+str(e)[:200]}\nprint(json.dumps(d))\n")
-KVIKIO_CHECK = "import kvikio\nprint(kvikio.__version__)\n"
+# the benchmark module too: it needs dask (format_bytes, parse_bytes), which KvikIO itself does not depend on
+KVIKIO_CHECK = "import kvikio\nimport kvikio.benchmarks.single_node_io\nprint(kvikio.__version__)\n"
 
 
 class SuiteError(ValueError):
