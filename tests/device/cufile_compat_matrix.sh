@@ -11,9 +11,9 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
 f=$out/cufile-compat-matrix.txt
 {
-  echo "# findmnt -T /var/tmp; findmnt -T /dev/shm; ls /run/udev/data"
+  echo "# findmnt -T /var/tmp; findmnt -T /dev/shm; find /run/udev/data -maxdepth 1"
   findmnt -T /var/tmp 2>&1; findmnt -T /dev/shm 2>&1
-  ls /run/udev/data 2>&1 | head -5
+  find /run/udev/data -maxdepth 1 2>&1 | head -5
   for dir in /var/tmp /dev/shm; do
     for policy in "true false" "true true" "false false"; do
       # shellcheck disable=SC2086  # two words: allow, force
