@@ -40,6 +40,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import proof as gds_proof
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import counters as nic_counters
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import topology
+from ansible_collections.gpufabric.node.plugins.module_utils.host import files
 from ansible_collections.gpufabric.node.plugins.module_utils.validate import allreduce_torch
 from ansible_collections.gpufabric.node.plugins.module_utils.validate import baseline
 from ansible_collections.gpufabric.node.plugins.module_utils.validate import runs as readers
@@ -56,13 +57,7 @@ def source(name):
     zip)."""
     if name == "cufile_probe":
         return gds_proof.probe_source()
-    loader = getattr(allreduce_torch, "__loader__", None)
-    if loader is not None and hasattr(loader, "get_source"):
-        src = loader.get_source(allreduce_torch.__name__)
-        if src:
-            return src
-    with open(allreduce_torch.__file__) as f:
-        return f.read()
+    return files.module_source(allreduce_torch)
 
 
 def bounded(argv, timeout):

@@ -72,6 +72,18 @@ def layout_state(sysroot, unit):
     return "static"
 
 
+def module_source(mod):
+    """The source text of the Python module ``mod``: from its loader (which also reads it inside the AnsiballZ zip),
+    else from its file. The programs the collection runs in a process of their own are shipped this way."""
+    loader = getattr(mod, "__loader__", None)
+    if loader is not None and hasattr(loader, "get_source"):
+        src = loader.get_source(mod.__name__)
+        if src:
+            return src
+    with open(mod.__file__) as f:
+        return f.read()
+
+
 def systemctl_state(run, systemctl, unit):
     """What ``systemctl is-enabled`` prints (its exit code says nothing more than the word)."""
     rc, out, err = run([systemctl, "is-enabled", unit])

@@ -24,7 +24,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 import re
 import shutil
@@ -37,8 +36,10 @@ from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds.parse 
     BUNDLE_PARAM, COUNTER_KEYS, CUFILE_JSON, MIB, MODULES, NVFS_PROC, RW_STATS_PARAM, STATS, VERSION, GdsError,
     counter_delta, counters, cufile_config, load_cufile_json, mount_for, mount_proto, parse_mountinfo,
     parse_proc_mounts, parse_stats, parse_version, render_cufile_json, strip_json_comments)
+from ansible_collections.gpufabric.node.plugins.module_utils.host import files
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils.validate import gds as gds_out
+from ansible_collections.gpufabric.node.plugins.module_utils.validate import runs as validate_runs
 
 MAX_SIZE_MIB = 4096
 PROBE_FILE = "cufile_probe.py"
@@ -205,13 +206,7 @@ def _cufile_json_check(sr):
 def probe_source():
     """Source text of the cuFile program (works from a file and from the AnsiballZ zip)."""
     from ansible_collections.gpufabric.node.plugins.module_utils.discovery import cufile_probe
-    loader = getattr(cufile_probe, "__loader__", None)
-    if loader is not None and hasattr(loader, "get_source"):
-        src = loader.get_source(cufile_probe.__name__)
-        if src:
-            return src
-    with open(cufile_probe.__file__) as f:
-        return f.read()
+    return files.module_source(cufile_probe)
 
 
 def probe_env(config_path, log_path):
@@ -230,16 +225,9 @@ def _run_probe(run, python, workdir, directory, size, gpu, env):
 
 
 def parse_probe_output(rc, out, err):
-    """The probe's JSON report, or a report that says why there is none (crash, no JSON)."""
-    doc = None
-    for line in reversed((out or "").strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                doc = None
-            break
+    """The probe's JSON report (its last JSON line, ``validate.runs.probe_report``), or a report that says why
+    there is none (crash, no JSON)."""
+    doc = validate_runs.probe_report(rc, out)
     if rc != 0 or doc is None:
         why = "the cuFile test program exited with rc=%d" % rc
         if rc < 0:
