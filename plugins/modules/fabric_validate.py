@@ -28,7 +28,8 @@ description:
   - C(perftest) - C(ib_write_bw --use_cuda=<gpu>) for each GPU of the node's pairing, on its own NIC (V(local_nic))
     and on a NIC across the CPU (V(remote_nic)); server and client both on this node through two NICs, or the client
     only against a server at O(peer).
-  - C(gds) - C(gdsio -x 0) against C(-x 2) with C(-V); else KvikIO's C(cufile) against C(posix) API; else the
+  - C(gds) - C(gdsio -x 0) against C(-x 2) with C(-V); else KvikIO's C(cufile) API in its own compatibility mode
+    (V(compat_on), POSIX through host memory) and with both compatibility modes off (V(compat_off)); else the
     collection's cuFile program with compatibility mode allowed and forced (V(compat_on), cuFile's POSIX path through
     host memory) and forbidden (V(compat_off), GDS or nothing). The test data is verified (C(gdsio -V); the cuFile
     program compares every byte of the file and of the GPU buffer read back).

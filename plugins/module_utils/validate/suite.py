@@ -23,7 +23,8 @@ The runs:
   (``remote_nic``: not behind the GPU's PCIe switch), server and client on this node through two NICs (or the
   client only, against a server the user runs at ``peer``).
 - ``gds``: gdsio ``-x 0`` (``gds_direct``) against ``-x 2`` (``host_buffer``) with ``-V``; else KvikIO's ``cufile``
-  against its ``posix`` API (``host_memory``); else the collection's cuFile program with compat mode allowed and
+  API in KvikIO's own compat mode (``compat_on``: POSIX through host memory) and with both compat modes off
+  (``compat_off``); else the collection's cuFile program with compat mode allowed and
   forced (``compat_on``: cuFile's POSIX path through host memory) and forbidden (``compat_off``).
 
 Plain Python; commands through ``run(argv, env) -> (rc, out, err)`` with ``run.bin_path(name)``; paths through a
