@@ -49,6 +49,7 @@ from ansible_collections.gpufabric.node.plugins.module_utils.validate import sui
 FACT_SUBSET = ["pci", "rails", "gpu_driver", "nvidia_fs"]
 SERVER_HEADSTART_S = 2.0
 KILL_AFTER_S = 10
+WORKDIR_PREFIX = "gpufabric-validate-"
 RC_NOT_FOUND = 127      # timeout(1) could not run the program, or the runner found no timeout
 
 
@@ -232,9 +233,11 @@ def validate(sr, run, params, check_mode=False, clock=time.time, facts=None):
     root = opts["gds_dir"]     # a real path: the commands write there (the sysroot is for what is read)
     if not os.path.isdir(root):
         raise suite.SuiteError("gds_dir %s is not a directory" % opts["gds_dir"])
-    workdir = None if check_mode else tempfile.mkdtemp(prefix="gpufabric-validate-", dir=root)
+    # check mode creates nothing: its plan names the work directory as <gds_dir>/gpufabric-validate-check-mode,
+    # where a run uses a new private one (mkdtemp: the prefix and a random suffix), removed at the end
+    workdir = None if check_mode else tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=root)
     try:
-        planned = suite.plan(opts, tools, facts, workdir or os.path.join(opts["gds_dir"], "gpufabric-validate-XXXXXX"))
+        planned = suite.plan(opts, tools, facts, workdir or os.path.join(root, WORKDIR_PREFIX + "check-mode"))
         if check_mode:
             for r in planned:
                 if r["status"] is None:
