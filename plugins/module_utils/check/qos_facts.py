@@ -2,7 +2,8 @@
 # Copyright: gpufabric developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The ``qos`` facts of the rails (gpufabric_facts ``gather_subset: qos``): ECN/DCQCN per priority (ecn.py), who
-owns DCB (``dcb dcbx``, dcbx.py: every rail in one ``dcb -j -b`` process where iproute2 answers whole batches) and
+owns DCB (on the host the running kernel over rtnetlink, dcbnl.py; else, or for what it did not answer, ``dcb dcbx``,
+dcbx.py: every rail in one ``dcb -j -b`` process where iproute2 answers whole batches) and
 the NIC firmware's LLDP/DCBX settings (mlxconfig, where installed).
 
 Plain Python: ``run(argv) -> (rc, out, err)`` and ``which(name) -> path or None`` are injected (the module passes
@@ -13,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import dcbnl
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import dcbx
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb_manage
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.ecn import manage as ecn
@@ -41,11 +43,16 @@ def annotate(sysroot, rails, run, which):
 
     def dcb_run(argv):
         return run([dcb] + list(argv[1:]))
-    answered = batch_dcbx(dcb_run, [r["netdev"] for r in wanted]) if dcb is not None else {}
+    kernel = dcbnl.for_sysroot(sysroot)
+    from_kernel = kernel.answers([("dcbx", r["netdev"]) for r in wanted]) if kernel is not None else {}
+    rest = [r["netdev"] for r in wanted if ("dcbx", r["netdev"]) not in from_kernel]
+    answered = batch_dcbx(dcb_run, rest) if dcb is not None else {}
     for r in wanted:
         netdev = r["netdev"]
         r["ecn"] = ecn.facts(sysroot, netdev)
-        if dcb is None:
+        if ("dcbx", netdev) in from_kernel:
+            r["dcbx"] = dict(from_kernel[("dcbx", netdev)].value, error=None)
+        elif dcb is None:
             r["dcbx"] = {"owner": None, "flags": None, "error": "dcb (iproute2) is not installed: not read"}
         else:
             state, err = dcbx.from_output(answered[netdev]) if netdev in answered else dcbx.read(dcb_run, netdev)

@@ -40,6 +40,7 @@ import os
 import re
 import tempfile
 
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import dcbnl
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import dcbx as dcbx_mode
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb.batch import (  # noqa: F401  # pylint: disable=unused-import
     BATCH_DEFECT, batch_answers_all, batch_texts, split_batch_json)
@@ -259,10 +260,15 @@ def dcb_version(run):
     return version
 
 
-def probe_apptrust(run, netdev, driver, version):
-    """True when ``dcb apptrust`` works on this device (tried once, never on mlx5)."""
+def probe_apptrust(run, netdev, driver, version, kernel=None):
+    """True when ``dcb apptrust`` works on this device (tried once, never on mlx5): its driver answers the trust
+    table (asked of ``kernel`` where given, else of ``dcb apptrust show``) and this dcb can set it."""
     if driver in MLX5_DRIVERS or version < MIN_APPTRUST_VERSION:
         return False
+    if kernel is not None:
+        answered = kernel.answers([("apptrust", netdev), ("app", netdev)])
+        if ("app", netdev) in answered:   # the kernel answered this rail: the trust table is there or not
+            return ("apptrust", netdev) in answered
     rc, out, err = _run(run, ["dcb", "-j", "apptrust", "show", "dev", netdev])
     if rc != 0:
         return False
@@ -298,16 +304,23 @@ def _dcbx_query(run, netdev):
     return out
 
 
+def _parsed(value, parse):
+    """An object's state: what the kernel answered (``dcbnl.Parsed``), else ``parse`` of dcb's JSON text."""
+    return value.value if isinstance(value, dcbnl.Parsed) else parse(value)
+
+
 def _rail_state(parsed):
-    app = parse_app(parsed["app"])
-    pfc = parse_pfc(parsed["pfc"])
-    ets = parse_ets(parsed["ets"]) if "ets" in parsed else None
-    order = parse_apptrust(parsed["apptrust"]) if "apptrust" in parsed else None
+    app = _parsed(parsed["app"], parse_app)
+    pfc = _parsed(parsed["pfc"], parse_pfc)
+    ets = _parsed(parsed["ets"], parse_ets) if "ets" in parsed else None
+    order = _parsed(parsed["apptrust"], parse_apptrust) if "apptrust" in parsed else None
     st = {"app": app, "pfc": pfc, "ets": ets, "apptrust": order, "trust": trust_of(app, order)}
     if "dcbx" in parsed:
         st["dcbx"], st["dcbx_error"] = None, None
         if isinstance(parsed["dcbx"], _Unreadable):
             st["dcbx_error"] = parsed["dcbx"].error
+        elif isinstance(parsed["dcbx"], dcbnl.Parsed):
+            st["dcbx"] = parsed["dcbx"].value
         else:
             try:
                 st["dcbx"] = dcbx_mode.parse(parsed["dcbx"])
@@ -350,22 +363,27 @@ def run_batch(run, lines):
     return batch_texts(rc, out, err, len(lines))
 
 
-def read_rails(run, rails_objects, need_version, version=None):
-    """Current DCB state of several rails: one batch process; what it did not answer, one process per object.
+def read_rails(run, rails_objects, need_version, version=None, kernel=None):
+    """Current DCB state of several rails: what ``kernel`` (a ``dcbnl.KernelDcb``, the running kernel over
+    rtnetlink: no process) answers, the rest in one batch process; what that did not answer, one process per object.
 
     ``need_version()`` runs ``dcb -V`` at most once (missing or too old iproute2 fails there); it is not needed when
     the batch answered at least its first command (the tool runs and knows the objects). A rail whose batch answers
     do not parse is read again object by object, so its errors are the precise ones. ``version``, when the caller
     already knows it: no batch where it would answer only its first command (``BATCH_DEFECT``)."""
     lines = _batch_lines(rails_objects)
-    if version is not None and not batch_answers_all(version):
+    known = kernel.answers(lines) if kernel is not None else {}
+    rest = [line for line in lines if line not in known]
+    if not rest:
+        texts = []
+    elif version is not None and not batch_answers_all(version):
         texts = []   # such a batch would answer its first command only: one process per object instead
     else:
-        texts, usable = run_batch(run, lines)
-        if not usable or (lines and not texts):
+        texts, usable = run_batch(run, rest)
+        if not usable or not texts:
             need_version()
             texts = []
-    known = dict(zip(lines, texts))
+    known.update(zip(rest, texts))
     states = {}
     for ro in rails_objects:
         netdev = ro[0]
@@ -401,11 +419,11 @@ def summarize(current, desired):
     return out
 
 
-def read_each(run, rails_objects, need_version, version=None):
+def read_each(run, rails_objects, need_version, version=None, kernel=None):
     """read_rails; when that fails, each rail on its own: ({netdev: state}, {netdev: error}). Only a missing or too
     old dcb (DcbToolError) fails the whole run."""
     try:
-        return read_rails(run, rails_objects, need_version, version), {}
+        return read_rails(run, rails_objects, need_version, version, kernel), {}
     except DcbToolError:
         raise
     except DcbError as e:
@@ -413,7 +431,7 @@ def read_each(run, rails_objects, need_version, version=None):
             return {}, dict((ro[0], str(e)) for ro in rails_objects)
     states, errors = {}, {}
     for ro in rails_objects:
-        st, err = read_each(run, [ro], need_version, version)
+        st, err = read_each(run, [ro], need_version, version, kernel)
         states.update(st)
         errors.update(err)
     return states, errors
@@ -452,15 +470,17 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
         return versions[0]
 
     with_ets = want["ets"] is not None
+    kernel = dcbnl.for_sysroot(sysroot)   # the running kernel answers the reads; changes go through dcb
     probes = []
     for netdev in rails:
         driver = driver_of(sysroot, netdev)
         # mlx5 never has apptrust: no version query, no probe
-        apptrust = driver not in MLX5_DRIVERS and probe_apptrust(run, netdev, driver, need_version())
+        apptrust = driver not in MLX5_DRIVERS and probe_apptrust(run, netdev, driver, need_version(), kernel)
         probes.append((netdev, driver, apptrust))
     # DCBX mode read with the rest (a driver without getdcbx does not answer it: not readable, not a rail error)
     with_dcbx = want["dcbx"] != dcbx_mode.KEEP
-    first, read_errors = read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes], need_version)
+    first, read_errors = read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes], need_version,
+                                   kernel=kernel)
     # The host takes DCB over first (dcb dcbx set ... host ieee): until then the firmware's LLDP agent owns ETS, PFC
     # and APP and the handover can change them, so a rail taken over is read again and planned from what it has
     # then. Check mode takes nothing over: its plan is made from the state before the handover.
@@ -482,7 +502,7 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
                 if takeover.get(netdev, ([], []))[0]:
                     taken.append(netdev)
         again, again_errors = read_each(run, [(n, with_ets, a, with_dcbx) for n, _d, a in probes if n in taken],
-                                        need_version)
+                                        need_version, kernel=kernel)
         current.update(again)
         for n, e in again_errors.items():
             read_errors[n] = "after taking DCB over: %s" % e
@@ -524,7 +544,7 @@ def apply_dcb(run, rails, desired, check_mode, sysroot=None):
             res["_ok"] += 1
     touched = [r for r in rail_res if not check_mode and r["commands"] and r["before"] is not None]
     after_all, after_errors = read_each(run, [(r["rail"], with_ets, r["apptrust_supported"], with_dcbx)
-                                              for r in touched], need_version)
+                                              for r in touched], need_version, kernel=kernel)
     for res in touched:
         netdev = res["rail"]
         if netdev in after_errors:

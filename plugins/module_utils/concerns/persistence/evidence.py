@@ -11,8 +11,8 @@ What is gathered (``gather``):
 
 - the facts: ``topology.discover`` (pairing, path bridges with ACS, rails, IOMMU, GPU driver, Fabric Manager,
   nvidia-fs);
-- the DCB state of the rails (``dcb.read_each``: one ``dcb -j -b`` batch for every rail where iproute2 answers
-  whole batches, else ``dcb -j`` per object), the rdma_cm ToS of the rail ports, the nvidia-fs counters;
+- the DCB state of the rails (``dcb.read_each``: on the host, the running kernel over rtnetlink (``dcbnl.py``);
+  what it did not answer, one ``dcb -j -b`` batch where iproute2 answers whole batches, else ``dcb -j`` per object), the rdma_cm ToS of the rail ports, the nvidia-fs counters;
 - every concern's status: the desired-state document (``DESIRED_FILE``, written by ``fabric_persist``) evaluated
   by ``evaluate(desired, sysroot, runner)`` - the one-call check of ``node_check.py``, the same planners the concern
   modules run, read-only. Without a desired state every concern is ``not_checked`` (never ``ok``);
@@ -44,6 +44,7 @@ import stat
 import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils.host import bounded_read
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import dcbnl
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb
 from ansible_collections.gpufabric.node.plugins.module_utils import inputs
 from ansible_collections.gpufabric.node.plugins.module_utils.concerns.gds import parse as nvfs_parse
@@ -219,13 +220,15 @@ def read_dcb(sysroot, run, rails, binary):
     except dcb.DcbError as e:
         return dict((r, {"error": str(e)}) for r in rails), None
     out, probed = {}, []
+    kernel = dcbnl.for_sysroot(sysroot)   # the running kernel over rtnetlink first: no dcb process
     for rail in rails:
         try:
-            probed.append((rail, False, dcb.probe_apptrust(dcb_run, rail, dcb.driver_of(sysroot, rail), version)))
+            probed.append((rail, False, dcb.probe_apptrust(dcb_run, rail, dcb.driver_of(sysroot, rail), version,
+                                                           kernel)))
         except dcb.DcbError as e:
             out[rail] = {"error": str(e)}
-    try:   # every rail in one batch where the release answers whole batches, else one process per object
-        states, errors = dcb.read_each(dcb_run, probed, lambda: version, version)
+    try:   # what the kernel did not answer: one batch where the release answers whole batches, else one per object
+        states, errors = dcb.read_each(dcb_run, probed, lambda: version, version, kernel)
     except dcb.DcbError as e:
         states, errors = {}, dict((ro[0], str(e)) for ro in probed)
     out.update(states)
