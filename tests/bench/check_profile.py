@@ -37,6 +37,12 @@ import time
 
 from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence_timer
 from ansible_collections.gpufabric.node.plugins.module_utils.check import node_check
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import dcbnl, dcbx
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import manage as dcb_manage
+from gpufabric_sim.emulators import dcb as dcb_emu
+
+PARSE = {"ets": dcb_manage.parse_ets, "pfc": dcb_manage.parse_pfc, "app": dcb_manage.parse_app,
+         "dcbx": dcbx.parse}
 from ansible_collections.gpufabric.node.plugins.module_utils.host import runner as runner_mod
 from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 from ansible_collections.gpufabric.node.plugins.module_utils.host.task_host import LocalRunner
@@ -54,8 +60,25 @@ class RecordingRunner(LocalRunner):
         try:
             return super(RecordingRunner, self).run_command(args, environ_update, check_rc, **kw)
         finally:
-            self.commands.append((os.path.basename(str(list(args)[0])), time.perf_counter() - t0,
-                                  children_cpu_s() - c0))
+            name = os.path.basename(str(list(args)[0]))
+            if name == "dcb" and [str(a) for a in list(args)[1:]] == ["-V"]:
+                name = "dcb -V"   # not a read: still run where the kernel answers every read (dcbnl.py)
+            self.commands.append((name, time.perf_counter() - t0, children_cpu_s() - c0))
+
+
+class CountingKernel(dcbnl.KernelDcb):
+    """Where a host's running kernel is asked for DCB (``dcbnl.for_sysroot`` on a real root), counts the reads and
+    the rails asked, and answers nothing: the simulator's ``dcb`` still reads every object (the simulated node has no
+    kernel DCB), and ``run.py`` puts a real request's cost in place of those processes."""
+
+    def __init__(self, counts):
+        super(CountingKernel, self).__init__()
+        self.counts = counts
+
+    def answers(self, lines):
+        self.counts["reads"] += 1
+        self.counts["requests"] += len(set(dev for _obj, dev in lines))
+        return {}
 
 
 def timed_registry(times):
@@ -135,42 +158,82 @@ def profile_evaluate(desired, reps):
     }
 
 
-def profile_gather(desired_path, reps):
+class SimKernel(dcbnl.KernelDcb):
+    """Answers as a host's kernel answers an mlx5 rail (every object the collection reads but ``apptrust``), from
+    the simulated node's DCB state: its dcb emulator run in this process, each answer parsed the collection's way.
+    The CPU that emulation takes is kept in ``counts["emulated_cpu_s"]`` to be taken out; ``run.py`` puts a real
+    request's cost (tests/bench/kernel_dcb_cost.py) in its place."""
+
+    def __init__(self, counts):
+        super(SimKernel, self).__init__()
+        self.counts = counts
+
+    def answers(self, lines):
+        c0 = cpu_s()
+        out = {}
+        for obj, dev in lines:
+            if obj == "apptrust":
+                continue
+            rc, text, _err = dcb_emu.run(["-j", obj, "show", "dev", dev])
+            if rc == 0:
+                out[(obj, dev)] = dcbnl.Parsed(PARSE[obj](text))
+        self.counts["reads"] += 1
+        self.counts["requests"] += len(set(dev for _obj, dev in lines))
+        self.counts["emulated_cpu_s"] += cpu_s() - c0
+        return out
+
+
+def profile_gather(desired_path, reps, kernel=CountingKernel):
     """evidence_timer.gather + render in this process: the evaluation's and the timer's own share."""
     out = {"cpu_s": [], "evaluate_cpu_s": [], "own_cpu_s": [], "render_cpu_s": [], "wall_s": []}
-    per_rep, own_rep, text = [], [], ""
-    for _rep in range(reps):
-        backend = RecordingRunner()
-        spent = {}
-
-        def evaluate(d, sysroot, run, spent=spent, backend=backend):  # pylint: disable=dangerous-default-value
-            c0 = cpu_s()
-            try:
-                return evidence_timer.default_evaluate(d, sysroot, run)
-            finally:
-                spent["evaluate"] = cpu_s() - c0
-                spent["commands"] = len(backend.commands)
-        sysroot = Sysroot()
-        c0, t0 = cpu_s(), time.perf_counter()
-        # as evidence_timer.main: the evaluation and the timer's own reads share one snapshot
-        run = runner_mod.CommandRunner(node_check.SnapshotRunner(backend))
-        ev, _warnings = evidence_timer.gather(sysroot, run, evaluate=evaluate, desired_path=desired_path)
-        c1 = cpu_s()
-        text = evidence_timer.render(ev)[0]
-        c2 = cpu_s()
-        out["wall_s"].append(time.perf_counter() - t0)
-        out["cpu_s"].append(c2 - c0)
-        out["evaluate_cpu_s"].append(spent.get("evaluate", 0.0))
-        out["own_cpu_s"].append(c1 - c0 - spent.get("evaluate", 0.0))
-        out["render_cpu_s"].append(c2 - c1)
-        per_rep.append(backend.commands)
-        own_rep.append(backend.commands[spent.get("commands", 0):])
+    per_rep, own_rep, ev, text = [], [], None, ""
+    counts = {"reads": 0, "requests": 0, "emulated_cpu_s": 0.0}
+    host_kernel = dcbnl.for_sysroot
+    dcbnl.for_sysroot = lambda sysroot: kernel(counts)
+    try:
+        for _rep in range(reps):
+            commands, own, ev, text = gather_once(desired_path, out)
+            per_rep.append(commands)
+            own_rep.append(own)
+    finally:
+        dcbnl.for_sysroot = host_kernel
     res = dict((k, med(v)) for k, v in out.items())
     res["commands"] = command_table(per_rep)
     res["own_commands"] = command_table(own_rep)
+    res["kernel_dcb"] = {"reads": counts["reads"] // reps, "requests": counts["requests"] // reps,
+                         "emulated_cpu_s": round(counts["emulated_cpu_s"] / reps, 5)}
     res["samples"] = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
     res["statuses"] = dict((n, d["status"]) for n, d in ev["node"]["concerns"].items())
     return res
+
+
+def gather_once(desired_path, out):
+    """One gather + render, its CPU and wall samples appended to ``out``: (commands, the timer's own commands, the
+    evidence, the rendered text)."""
+    backend = RecordingRunner()
+    spent = {}
+
+    def evaluate(d, sysroot, run):
+        c0 = cpu_s()
+        try:
+            return evidence_timer.default_evaluate(d, sysroot, run)
+        finally:
+            spent["evaluate"] = cpu_s() - c0
+            spent["commands"] = len(backend.commands)
+    sysroot = Sysroot()
+    c0, t0 = cpu_s(), time.perf_counter()
+    # as evidence_timer.main: the evaluation and the timer's own reads share one snapshot
+    run = runner_mod.CommandRunner(node_check.SnapshotRunner(backend))
+    ev, _warnings = evidence_timer.gather(sysroot, run, evaluate=evaluate, desired_path=desired_path)
+    c1 = cpu_s()
+    text = evidence_timer.render(ev)[0]
+    c2 = cpu_s()
+    out["wall_s"].append(time.perf_counter() - t0)
+    out["cpu_s"].append(c2 - c0)
+    out["evaluate_cpu_s"].append(spent.get("evaluate", 0.0))
+    out["own_cpu_s"].append(c1 - c0 - spent.get("evaluate", 0.0))
+    out["render_cpu_s"].append(c2 - c1)
+    return backend.commands, backend.commands[spent.get("commands", 0):], ev, text
 
 
 def child_cpu(argv, env=None):
@@ -193,7 +256,13 @@ def profile_process(script, desired_path, reps):
     lib = os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(script)), "..", "lib", "gpufabric"))
     imp = ("import sys; sys.path.insert(0, %r); "
            "from ansible_collections.gpufabric.node.plugins.module_utils.boot import evidence_timer" % lib)
-    bare, imports, runs, run_walls, modules = [], [], [], [], 0
+    # the same run with its own CPU printed at exit (RUSAGE_SELF: the interpreter, imports and Python, not the
+    # processes it starts), through runpy as ``python SCRIPT`` runs it
+    selfcpu = ("import resource, runpy, sys; sys.argv = [%r, '--desired', %r, '--stdout']\n"
+               "try:\n    runpy.run_path(%r, run_name='__main__')\nexcept SystemExit:\n    pass\n"
+               "r = resource.getrusage(resource.RUSAGE_SELF)\nsys.stderr.write('SELF_CPU %%r\\n' %% "
+               "(r.ru_utime + r.ru_stime))\n" % (script, desired_path, script))
+    bare, imports, runs, run_walls, modules, selfs = [], [], [], [], 0, []
     rc = None
     err = ""
     for _rep in range(reps):
@@ -202,6 +271,8 @@ def profile_process(script, desired_path, reps):
         rc, cpu, wall, _so, err = child_cpu([python, "-I", "-S", script, "--desired", desired_path, "--stdout"])
         runs.append(cpu)
         run_walls.append(wall)
+        err_self = child_cpu([python, "-I", "-S", "-c", selfcpu])[4]
+        selfs.extend(float(line.split()[1]) for line in err_self.splitlines() if line.startswith("SELF_CPU "))
     p = subprocess.run([python, "-I", "-S", "-c", imp + "; print(len([m for m in sys.modules "
                         "if m.startswith('ansible_collections.')]))"], stdout=subprocess.PIPE,
                        universal_newlines=True, check=False)
@@ -212,6 +283,7 @@ def profile_process(script, desired_path, reps):
     return {"python": python, "interpreter_cpu_s": med(bare),
             "imports_cpu_s": med([i - b for i, b in zip(imports, bare)]),
             "collection_modules_imported": modules, "run_rc": rc, "run_cpu_s": med(runs), "run_wall_s": med(run_walls),
+            "run_self_cpu_s": med(selfs) if selfs else None,
             "run_stderr_tail": err[-300:]}
 
 
@@ -224,6 +296,7 @@ def main(argv):
         script = argv[3]
         desired_path = "/etc/gpufabric/desired.json"
         out["node_profile"] = {"gather": profile_gather(desired_path, reps),
+                               "gather_kernel_dcb": profile_gather(desired_path, reps, SimKernel),
                                "process": profile_process(script, desired_path, reps)}
     print(json.dumps(out, sort_keys=True))
     return 0

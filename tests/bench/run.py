@@ -361,7 +361,8 @@ def check_profile(fleet, reps, host_vars=None, evidence_script=None):
     with os.fdopen(fd, "w") as f:
         json.dump(doc, f)
     try:
-        rc, so, se = node_exec(fleet, fleet.nodes[0], ["env", "PYTHONPATH=%s" % BUILD, os.path.join(BIN, "python"),
+        rc, so, se = node_exec(fleet, fleet.nodes[0], ["env", "PYTHONPATH=%s:%s" % (BUILD, LAB),
+                                                       os.path.join(BIN, "python"),
                                                        os.path.join(HERE, "check_profile.py"), path, str(reps)] +
                                ([evidence_script] if evidence_script else []))
     finally:
@@ -406,7 +407,18 @@ def real_tool_cpu(reps=20):
     return out
 
 
-def node_cost(profile, real):
+def kernel_dcb_cpu():
+    """One DCB read over rtnetlink on this machine's kernel (tests/bench/kernel_dcb_cost.py): per request, per reply
+    parsed, per socket."""
+    p = subprocess.run([os.path.join(BIN, "python"), os.path.join(HERE, "kernel_dcb_cost.py")], env=env(),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": (p.stdout + p.stderr)[-500:]}
+
+
+def node_cost(profile, real, kernel=None):
     """One timer run's CPU-s on the node with the real programs in place of the simulator's emulators: the installed
     script's measured CPU (``process.run_cpu_s``: the interpreter, imports, evaluation, the timer's own reads,
     rendering, and the processes it waited for), minus what its processes cost here (the in-process ``gather`` of the
@@ -418,19 +430,51 @@ def node_cost(profile, real):
         return None
     cmds = gather["commands"]
     measured_tools = sum(c["cpu_s"] for c in cmds.values())
-    python = proc["run_cpu_s"] - measured_tools
+    # the script's own CPU (check_profile.py: RUSAGE_SELF at its exit); else the run's minus what its processes cost
+    # in the gather (noisier: the emulators' CPU varies between the two runs)
+    python = proc.get("run_self_cpu_s") or proc["run_cpu_s"] - measured_tools
     tools, emulated = 0.0, []
     for name, c in sorted(cmds.items()):
-        if name in real:
-            tools += c["count"] * real[name]
+        if name.split()[0] in real:   # "dcb -V" is a start of dcb
+            tools += c["count"] * real[name.split()[0]]
         else:
             tools += c["cpu_s"]
             emulated.append(name)
     total = python + tools
-    return {"run_cpu_s": proc["run_cpu_s"], "processes": dict((k, c["count"]) for k, c in sorted(cmds.items())),
-            "processes_cpu_s_measured": round(measured_tools, 4), "python_cpu_s": round(python, 4),
-            "processes_cpu_s_real": round(tools, 4), "emulated": emulated, "cpu_s": round(total, 4),
-            "met": total <= 0.2}
+    out = {"run_cpu_s": proc["run_cpu_s"], "processes": dict((k, c["count"]) for k, c in sorted(cmds.items())),
+           "processes_cpu_s_measured": round(measured_tools, 4), "python_cpu_s": round(python, 4),
+           "processes_cpu_s_real": round(tools, 4), "emulated": emulated, "cpu_s": round(total, 4),
+           "met": total <= 0.2}
+    out["kernel_dcb"] = with_kernel_dcb(out, np_, kernel, real)
+    return out
+
+
+def with_kernel_dcb(cost, np_, kernel, real):
+    """The same timer run on a host whose kernel answers the DCB reads (concerns/dcb/dcbnl.py; an mlx5 rail's reply
+    carries every object the collection reads but ``apptrust``). Measured in the simulator with the reads answered
+    in-process (check_profile.py ``SimKernel``, ``gather_kernel_dcb``): its Python against the plain gather's
+    (``gather``: each read a dcb process) is what the run's Python saves (spawning, batch files, JSON); the
+    processes it still starts are counted at this machine's programs as in ``node_cost``; and each read and rail
+    request at this machine's cost (``kernel``: tests/bench/kernel_dcb_cost.py) stands for the kernel's answer."""
+    plain, with_k = np_.get("gather") or {}, np_.get("gather_kernel_dcb") or {}
+    if not with_k.get("kernel_dcb") or not kernel or "request_cpu_s" not in kernel:
+        return None
+
+    def python(g, emulated=0.0):
+        return g["cpu_s"] - sum(c["cpu_s"] for c in g["commands"].values()) - emulated
+    counted = with_k["kernel_dcb"]
+    saved = python(plain) - python(with_k, counted["emulated_cpu_s"])
+    tools = 0.0
+    for name, c in with_k["commands"].items():
+        base = name.split()[0]
+        tools += c["count"] * real[base] if base in real else c["cpu_s"]
+    dcbnl_cpu = counted["reads"] * kernel["socket_cpu_s"] + \
+        counted["requests"] * (kernel["request_cpu_s"] + kernel["parse_cpu_s"])
+    total = cost["python_cpu_s"] - saved + tools + dcbnl_cpu
+    return {"processes": dict((k, c["count"]) for k, c in sorted(with_k["commands"].items())),
+            "reads": counted["reads"], "requests": counted["requests"], "python_saved_cpu_s": round(saved, 4),
+            "python_cpu_s": round(cost["python_cpu_s"] - saved, 4), "processes_cpu_s_real": round(tools, 4),
+            "dcbnl_cpu_s": round(dcbnl_cpu, 5), "cpu_s": round(total, 4), "met": total <= 0.2}
 
 
 NODE_PROFILE_IPROUTE2 = ("6.1.0", "6.5.0")
@@ -440,7 +484,8 @@ def node_profile(args, logroot):
     """The node's cost of one evaluation and one evidence timer run (issue 23 item 8): per iproute2 release of the
     simulator (6.1: the batch defect of Debian bookworm and Ubuntu 24.04; 6.5: whole batches), a converged
     hgx-h200 node with the evidence timer installed, profiled by check_profile.py."""
-    out = {"load_start": loadavg(), "real_tool_cpu_s": real_tool_cpu(), "iproute2": {}}
+    out = {"load_start": loadavg(), "real_tool_cpu_s": real_tool_cpu(), "kernel_dcb_cpu_s": kernel_dcb_cpu(),
+           "iproute2": {}}
     with open(os.path.join(LAB, "topologies", "hgx-h200.yml")) as f:
         base = f.read()
     for version in NODE_PROFILE_IPROUTE2:
@@ -460,7 +505,7 @@ def node_profile(args, logroot):
             if conv["rc"] == 0:
                 script = os.path.join(fleet.root(fleet.nodes[0]), "usr", "local", "sbin", "gpufabric-evidence")
                 res.update(check_profile(fleet, args.module_reps, {"persistence_evidence": True}, script))
-                res["node_cost"] = node_cost(res, out["real_tool_cpu_s"])
+                res["node_cost"] = node_cost(res, out["real_tool_cpu_s"], out["kernel_dcb_cpu_s"])
             out["iproute2"][version] = res
         finally:
             fleet.destroy()

@@ -66,3 +66,40 @@ def test_second_run_does_not_toggle_the_link(host, rails):
     assert all(t >= 1 for t in second['after']), 'PFC was never programmed on this boot: %s' % second
     for rail in rails:
         assert dscp_prio(host, rail).get(26) == 3 and pfc_on(host, rail) == [3]
+
+
+# run by the node's own Python with the installed library (no Ansible): each rail's objects read over rtnetlink
+# (dcbnl.py) and through `dcb -j OBJ show`, each parsed the collection's way
+KERNEL_VS_DCB = r'''
+import json, os, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.gpufabric.node.plugins.module_utils.concerns.dcb import dcbnl, dcbx, manage
+rails = sys.argv[2:]
+parse = {"ets": manage.parse_ets, "pfc": manage.parse_pfc, "app": manage.parse_app, "dcbx": dcbx.parse}
+got = dcbnl.KernelDcb().answers([(o, r) for r in rails for o in parse])
+out = {}
+for r in rails:
+    for o, p in parse.items():
+        proc = subprocess.Popen(["dcb", "-j", o, "show", "dev", r], stdout=subprocess.PIPE,
+                                env=dict(os.environ, LC_ALL="C"))
+        text = proc.communicate()[0].decode()
+        out["%s %s" % (r, o)] = {"kernel": got[(o, r)].value if (o, r) in got else None,
+                                 "dcb": p(text) if proc.returncode == 0 else None}
+print(json.dumps(out, sort_keys=True))
+'''
+
+
+def test_kernel_read_is_what_dcb_reads(host, rails, lab_vars):
+    """The collection reads DCB in-process over rtnetlink on a real host; on this kernel and driver it reads the
+    same state as iproute2's dcb (the state provision left: DSCP trust, 26 -> 3, PFC on 3, DCBX host+IEEE)."""
+    lib = lab_vars.get('persistence_lib_dir', '/usr/local/lib/gpufabric')
+    run = host.run("/usr/bin/python3 - %s %s <<'EOF'\n%sEOF" % (lib, ' '.join(rails), KERNEL_VS_DCB))
+    assert run.rc == 0, run.stderr
+    seen = json.loads(run.stdout)
+    log('kernel vs dcb: %s' % dict((k, v['kernel'] == v['dcb']) for k, v in sorted(seen.items())))
+    for key, both in sorted(seen.items()):
+        assert both['kernel'] is not None and both['kernel'] == both['dcb'], (key, both)
+    for rail in rails:
+        assert seen['%s app' % rail]['kernel']['dscp']['26'] == [3]   # a JSON key
+        assert seen['%s pfc' % rail]['kernel']['enabled'] == [3]
+        assert seen['%s dcbx' % rail]['kernel']['owner'] == 'host'

@@ -17,7 +17,9 @@ evaluation: discovery and several concerns walk the same rails and PCIe paths) a
 read-only query (``dcb ... show``, ``ip ... show``) that two of them make with the same arguments runs once per
 evaluation, and each ``show`` a ``dcb -j -b`` batch answered stands for the
 single query ``dcb -j OBJ show dev DEV`` (discovery reads every rail's DCBX in one batch, the ``dcb`` concern its
-objects in another; where iproute2 6.1 answers only a batch's first command, the rest are single queries).
+objects in another; where iproute2 6.1 answers only a batch's first command, the rest are single queries). On the
+host those reads go to the kernel over rtnetlink first (``concerns/dcb/dcbnl.py``), and ``dcb`` runs only for what it
+did not answer.
 
 ``REGISTRY`` holds one entry per concern, built from the specs: the evaluator and the desired keys it reads.
 Concerns evaluated by one module run (``sysctl`` and ``routing``: ``rail_sysctl``; ``pcie_link`` and

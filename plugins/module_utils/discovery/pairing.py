@@ -147,7 +147,7 @@ def _card_ports(pairing, units, used):
 
 def pci_facts(scan, rails, net=None):
     """gpus, nvswitches, nics, matrix, pairing, path_bridges, unpaired, pairing_reason."""
-    net = net or trails.NetScan(scan)
+    net = net or trails.NetScan.of(scan)
     devs = scan.devices
     gpus, nvswitches = [], []
     for bdf in tpci.sort_bdf(devs):

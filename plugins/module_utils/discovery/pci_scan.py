@@ -143,11 +143,19 @@ class PciScan(object):
 
     def __init__(self, sysroot=None):
         self.sysroot = sysroot if sysroot is not None else Sysroot()
+        self.net = None   # the NetScan over this walk (rails.NetScan.of)
         self._devices = None
         self._configs = {}
         self._roles = {}
         self._nodes = None
         self.notes = []
+
+    @classmethod
+    def of(cls, sysroot=None):
+        """The walk of ``sysroot``: one per read-only view (``SnapshotSysroot.shared``), else a new one."""
+        sr = sysroot if sysroot is not None else Sysroot()
+        shared = getattr(sr, "shared", None)
+        return shared("pci_scan", lambda: cls(sr)) if shared is not None else cls(sr)
 
     def note(self, device, text):
         entry = {"device": device, "note": text}
@@ -353,7 +361,7 @@ def meeting_switch(scan, a, b):
 
 def pci_relation(sysroot, bdf_a, bdf_b, scan=None):
     """nvidia-smi style relation of two PCI devices: PIX, PXB, PHB, NODE or SYS."""
-    scan = scan or PciScan(sysroot)
+    scan = scan or PciScan.of(sysroot)
     a, b = scan.get(bdf_a), scan.get(bdf_b)
     if a is None or b is None:
         raise pci.PciError("PCI device %s not found" % (bdf_a if a is None else bdf_b))
@@ -379,7 +387,7 @@ def bridge_entry(scan, bdf):
 
 def path_bridges(sysroot, bdf_a, bdf_b, scan=None):
     """Bridges on the peer-to-peer path between two devices, from ``bdf_a``'s side to ``bdf_b``'s."""
-    scan = scan or PciScan(sysroot)
+    scan = scan or PciScan.of(sysroot)
     a, b = scan.get(bdf_a), scan.get(bdf_b)
     if a is None or b is None:
         raise pci.PciError("PCI device %s not found" % (bdf_a if a is None else bdf_b))

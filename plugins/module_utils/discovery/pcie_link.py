@@ -291,11 +291,11 @@ def check(sysroot, desired=None, facts=None, scan=None):
     desired = normalize_desired(desired)
     from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci_scan as topology_pci
     if scan is None:
-        scan = topology_pci.PciScan(sysroot)
+        scan = topology_pci.PciScan.of(sysroot)
     if facts is None or "pairing" not in facts:
         from ansible_collections.gpufabric.node.plugins.module_utils.discovery import (
             pairing as topology_pairing, rails as topology_rails)
-        net = topology_rails.NetScan(scan)
+        net = topology_rails.NetScan.of(scan)
         facts = topology_pairing.pci_facts(scan, topology_rails.rails_of(topology_rails.rdma_devices(scan, net)),
                                            net)
     if not facts.get("pairing"):

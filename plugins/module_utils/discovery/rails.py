@@ -31,7 +31,6 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpufabric.node.plugins.module_utils.discovery import pci_scan as tpci
-from ansible_collections.gpufabric.node.plugins.module_utils.host.sysroot import Sysroot
 
 CLASS_NET = "/sys/class/net"
 CLASS_IB = "/sys/class/infiniband"
@@ -51,6 +50,13 @@ def _int(text):
 
 class NetScan(object):
     """The host's network interfaces: where each lives, its PCI function, what it stacks on."""
+
+    @classmethod
+    def of(cls, scan):
+        """The interfaces of ``scan``'s host, read once per walk."""
+        if getattr(scan, "net", None) is None:
+            scan.net = cls(scan)
+        return scan.net
 
     def __init__(self, scan):
         self.scan = scan
@@ -238,7 +244,7 @@ def _numa_of_functions(scan, fns, subject):
 def rdma_devices(scan, net=None):
     """One record per RDMA device (sorted naturally by name) with its ports; see ``list_rails``."""
     sr = scan.sysroot
-    net = net or NetScan(scan)
+    net = net or NetScan.of(scan)
     out = []
     for ibdev in sorted(sr.listdir(CLASS_IB), key=natural):
         ibdir = CLASS_IB + "/" + ibdev
@@ -329,7 +335,7 @@ def rails_of(records):
 def list_rails(sysroot=None, scan=None):
     """One entry per RDMA device port (see the ``topology`` docstring)."""
     if scan is None:
-        scan = tpci.PciScan(sysroot if sysroot is not None else Sysroot())
+        scan = tpci.PciScan.of(sysroot)
     return rails_of(rdma_devices(scan))
 
 

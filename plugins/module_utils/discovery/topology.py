@@ -78,7 +78,8 @@ port=None)``
     Rail lookups (``None`` when absent); ``netdev_to_ibdev`` -> ``(ibdev, port)`` and
     ``ibdev_to_netdev(sysroot, ibdev, port=1)`` -> netdev are shortcuts.
 
-``PciScan(sysroot)`` is the cache behind one discovery; pass it as ``scan=`` to reuse a walk.
+``PciScan.of(sysroot)`` is the cache behind one discovery (one per read-only ``SnapshotSysroot``); pass it as
+``scan=`` to reuse a walk.
 Never raises on a host without GPUs, NICs, IOMMU or NVIDIA driver: lists are empty and modes say so.
 """
 
@@ -232,13 +233,13 @@ def discover(sysroot=None, gather_subset=None):
     """Discover the host's GPU fabric; see the module docstring for the shape."""
     sr = sysroot if sysroot is not None else Sysroot()
     subset = normalize_subset(gather_subset)
-    scan = PciScan(sr)
+    scan = PciScan.of(sr)
     # architecture: what setup's ansible_architecture reports (platform.machine(), which is os.uname().machine), so
     # roles need no setup call
     facts = {"kernel_release": sr.read("/proc/sys/kernel/osrelease"), "architecture": os.uname().machine,
              "gather_subset": sorted(subset)}
     if "rails" in subset or "pci" in subset:
-        net = topology_rails.NetScan(scan)
+        net = topology_rails.NetScan.of(scan)
         rails = topology_rails.rails_of(topology_rails.rdma_devices(scan, net))
         if "rails" in subset:
             facts["rails"] = rails

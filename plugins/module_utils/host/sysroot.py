@@ -69,6 +69,11 @@ class Sysroot(object):
     def is_host(self):
         return self.root == "/"
 
+    def shared(self, key, make):
+        """What ``make()`` derives from this tree; a live tree may change between two calls, so nothing is kept
+        (``SnapshotSysroot`` keeps one per ``key``)."""
+        return make()
+
     def path(self, *parts):
         """Join host-absolute path parts below the root: path('/sys', 'bus') -> <root>/sys/bus."""
         joined = os.path.join(*parts) if parts else "/"
@@ -211,6 +216,14 @@ class SnapshotSysroot(Sysroot):
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    def shared(self, key, make):
+        """One ``make()`` per ``key`` for this read-only view (a walk of the PCI tree that discovery, the ``acs``
+        plan and the PCIe link check each need): a write through the view forgets them with every kept answer."""
+        key = ("shared", key)
+        if key not in self._kept:
+            self._kept[key] = make()
+        return self._kept[key]
 
     def _ask(self, method, p):
         key = (method, p)

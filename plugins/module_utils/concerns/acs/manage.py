@@ -218,7 +218,7 @@ def discovered_pairs(scan, pairs="paired"):
 
 def select(sysroot, endpoints=None, bridges=None, pairs="paired", scan=None):
     """The bridges on the GPU<->NIC paths (plus explicit bridges). Validates everything first."""
-    scan = scan or topology.PciScan(sysroot)
+    scan = scan or topology.PciScan.of(sysroot)
     sel = Selection(scan)
     explicit = validate_bridges(scan, bridges or [])
     if endpoints:
@@ -310,7 +310,7 @@ def apply_acs(sysroot, bridges, clear_bits, check_mode=False, scan=None, all_or_
     ``all_or_nothing`` (then nothing is written when any bridge failed). A failed write or read-back
     is recorded the same way. Never raises for one bridge's failure.
     """
-    scan = scan or topology.PciScan(sysroot)
+    scan = scan or topology.PciScan.of(sysroot)
     mask = _mask(clear_bits)
     result = {"changed": False, "bridges": [], "drift": [], "errors": []}
     planned = []
@@ -403,7 +403,7 @@ def iommu_on(sysroot):
 
 def off_path_clear(sysroot, selected, scan=None):
     """Bridges NOT on a path whose ACS lacks bits the kernel would have set (IOMMU on): information only."""
-    scan = scan or topology.PciScan(sysroot)
+    scan = scan or topology.PciScan.of(sysroot)
     if not iommu_on(sysroot):
         return []
     out = []

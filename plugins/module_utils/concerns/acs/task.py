@@ -38,7 +38,7 @@ def run(module, sysroot=None):
     """Select the path bridges, clear their ACS bits (check mode: compare only), keep acs.json in step."""
     p = module.params
     sysroot = sysroot or Sysroot()
-    scan = topology.PciScan(sysroot)
+    scan = topology.PciScan.of(sysroot)
     try:
         clear_names, mask = acs.validate_clear(p["clear"])
         sel = acs.select(sysroot, endpoints=p["endpoints"], bridges=p["bridges"], pairs=p["pairs"], scan=scan)

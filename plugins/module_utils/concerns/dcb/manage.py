@@ -3,8 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """DCB (DSCP trust, DSCP->priority APP map, PFC, ETS) of the RoCE rails through iproute2 ``dcb``.
 
-Reading (``dcb -j``, both JSON shapes) and applying are here; validation of the desired state and the
-per-rail plan (what is drift, which commands fix it) are in ``dcb_plan.py``, re-exported here.
+Reading and applying are here; validation of the desired state and the per-rail plan (what is drift, which
+commands fix it) are in ``dcb_plan.py``, re-exported here. On the host (a sysroot of ``/``) the rails are read from
+the running kernel over rtnetlink (``dcbnl.py``: one request per rail, no process); what it does not answer, and
+every rail of a simulated or test tree, is read with ``dcb -j`` (both JSON shapes). Changes always go through ``dcb``.
 
 Plain Python, no Ansible imports: the ``dcb_qos`` module and the boot-time applier both call
 ``apply_dcb(run, rails, desired, check_mode)`` with a runner ``run(argv) -> (rc, out, err)``.
