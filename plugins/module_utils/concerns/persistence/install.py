@@ -28,7 +28,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import hashlib
 import importlib
 import os
 import stat
@@ -223,6 +222,7 @@ def in_library(lib_dir, path):
 # --- reading the node -------------------------------------------------------------------------------------
 
 def sha(data):
+    import hashlib   # only for a drifted file: loading OpenSSL is most of what importing hashlib costs a timer run
     return "sha256:" + hashlib.sha256(data).hexdigest()[:16]
 
 
