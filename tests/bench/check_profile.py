@@ -192,24 +192,37 @@ def profile_gather(desired_path, reps, kernel=CountingKernel):
     dcbnl.for_sysroot = lambda sysroot: kernel(counts)
     try:
         for _rep in range(reps):
-            commands, own, ev, text = gather_once(desired_path, out)
+            before = dict(counts)
+            commands, own, ev, text, at_eval = gather_once(desired_path, out, counts)
             per_rep.append(commands)
             own_rep.append(own)
+            for k in ("reads", "requests", "emulated_cpu_s"):
+                out.setdefault("evaluate_kernel_" + k, []).append(at_eval[k] - before[k])
+            # this repetition's Python: its CPU without the processes it started and the DCB emulation (SimKernel)
+            kids = sum(c for _n, _s, c in commands)
+            eval_kids = kids - sum(c for _n, _s, c in own)
+            out.setdefault("python_cpu_s", []).append(
+                out["cpu_s"][-1] - kids - (counts["emulated_cpu_s"] - before["emulated_cpu_s"]))
+            out.setdefault("evaluate_python_cpu_s", []).append(
+                out["evaluate_cpu_s"][-1] - eval_kids - (at_eval["emulated_cpu_s"] - before["emulated_cpu_s"]))
     finally:
         dcbnl.for_sysroot = host_kernel
-    res = dict((k, med(v)) for k, v in out.items())
+    res = dict((k, med(v)) for k, v in out.items() if not k.startswith("evaluate_kernel_"))
     res["commands"] = command_table(per_rep)
     res["own_commands"] = command_table(own_rep)
     res["kernel_dcb"] = {"reads": counts["reads"] // reps, "requests": counts["requests"] // reps,
-                         "emulated_cpu_s": round(counts["emulated_cpu_s"] / reps, 5)}
+                         "emulated_cpu_s": round(counts["emulated_cpu_s"] / reps, 5),
+                         # the evaluation's share (the rest is the timer's own reads)
+                         "evaluate": dict((k, med(out["evaluate_kernel_" + k])) for k in
+                                          ("reads", "requests", "emulated_cpu_s"))}
     res["samples"] = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
     res["statuses"] = dict((n, d["status"]) for n, d in ev["node"]["concerns"].items())
     return res
 
 
-def gather_once(desired_path, out):
+def gather_once(desired_path, out, counts):
     """One gather + render, its CPU and wall samples appended to ``out``: (commands, the timer's own commands, the
-    evidence, the rendered text)."""
+    evidence, the rendered text, ``counts`` as the evaluation left them)."""
     backend = RecordingRunner()
     spent = {}
 
@@ -220,6 +233,7 @@ def gather_once(desired_path, out):
         finally:
             spent["evaluate"] = cpu_s() - c0
             spent["commands"] = len(backend.commands)
+            spent["counts"] = dict(counts)
     sysroot = Sysroot()
     c0, t0 = cpu_s(), time.perf_counter()
     # as evidence_timer.main: the evaluation and the timer's own reads share one snapshot
@@ -233,7 +247,7 @@ def gather_once(desired_path, out):
     out["evaluate_cpu_s"].append(spent.get("evaluate", 0.0))
     out["own_cpu_s"].append(c1 - c0 - spent.get("evaluate", 0.0))
     out["render_cpu_s"].append(c2 - c1)
-    return backend.commands, backend.commands[spent.get("commands", 0):], ev, text
+    return backend.commands, backend.commands[spent.get("commands", 0):], ev, text, spent.get("counts", counts)
 
 
 def child_cpu(argv, env=None):

@@ -460,10 +460,8 @@ def with_kernel_dcb(cost, np_, kernel, real):
     if not with_k.get("kernel_dcb") or not kernel or "request_cpu_s" not in kernel:
         return None
 
-    def python(g, emulated=0.0):
-        return g["cpu_s"] - sum(c["cpu_s"] for c in g["commands"].values()) - emulated
     counted = with_k["kernel_dcb"]
-    saved = python(plain) - python(with_k, counted["emulated_cpu_s"])
+    saved = plain["python_cpu_s"] - with_k["python_cpu_s"]   # medians of each repetition's own Python
     tools = 0.0
     for name, c in with_k["commands"].items():
         base = name.split()[0]
@@ -471,7 +469,22 @@ def with_kernel_dcb(cost, np_, kernel, real):
     dcbnl_cpu = counted["reads"] * kernel["socket_cpu_s"] + \
         counted["requests"] * (kernel["request_cpu_s"] + kernel["parse_cpu_s"])
     total = cost["python_cpu_s"] - saved + tools + dcbnl_cpu
-    return {"processes": dict((k, c["count"]) for k, c in sorted(with_k["commands"].items())),
+    # the evaluation alone (issue 23's figure): the interpreter, the imports, the evaluation's Python and its
+    # processes at this machine's programs, its reads at the kernel's cost; not the timer's own reads or rendering
+    proc = np_.get("process") or {}
+    at = counted.get("evaluate") or {}
+    own = with_k.get("own_commands") or {}
+    eval_tools = 0.0
+    for name, c in with_k["commands"].items():
+        n = c["count"] - (own.get(name) or {}).get("count", 0)
+        base = name.split()[0]
+        eval_tools += n * real[base] if base in real else c["cpu_s"] - (own.get(name) or {}).get("cpu_s", 0.0)
+    evaluation = None
+    if "interpreter_cpu_s" in proc and at:
+        evaluation = round(proc["interpreter_cpu_s"] + proc["imports_cpu_s"] + with_k["evaluate_python_cpu_s"] +
+                           eval_tools + at["reads"] * kernel["socket_cpu_s"] +
+                           at["requests"] * (kernel["request_cpu_s"] + kernel["parse_cpu_s"]), 4)
+    return {"evaluation_cpu_s": evaluation, "evaluation_met": evaluation is not None and evaluation <= 0.2,"processes": dict((k, c["count"]) for k, c in sorted(with_k["commands"].items())),
             "reads": counted["reads"], "requests": counted["requests"], "python_saved_cpu_s": round(saved, 4),
             "python_cpu_s": round(cost["python_cpu_s"] - saved, 4), "processes_cpu_s_real": round(tools, 4),
             "dcbnl_cpu_s": round(dcbnl_cpu, 5), "cpu_s": round(total, 4), "met": total <= 0.2}
