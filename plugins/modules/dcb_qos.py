@@ -14,11 +14,11 @@ short_description: DSCP trust, DSCP to priority map, PFC and ETS of RoCE rails w
 version_added: 0.1.0
 description:
   - Reads the DCB state of every rail from the running kernel over rtnetlink (one C(RTM_GETDCB) IEEE request per
-    rail, in the module's process: what C(dcb -j) reads, without a process); what the kernel does not answer (no such
-    device, a driver without DCB) is read with one C(dcb -j -b) batch process (one process per object and rail only
-    when the batch fails, which also yields the precise error). It compares that with the requested state and runs
-    the fewest C(dcb) commands that make them equal, then reads every changed rail back the same way and fails when
-    it does not read back as requested.
+    rail, in the module's process, reading what C(dcb -j) reads without a process). What the kernel does not
+    answer (no such device, a driver without DCB) is read with one C(dcb -j -b) batch process (one process per
+    object and rail only when the batch fails, which also yields the precise error). It compares that with the
+    requested state and runs the fewest C(dcb) commands that make them equal, then reads every changed rail back
+    the same way and fails when it does not read back as requested.
   - C(dcb -V) runs only when a rail's driver is not mlx5 (the C(dcb apptrust) probe needs the version) or when the
     batch read fails (to report a missing or too old iproute2 as such).
   - C(dcb pfc set) is never run on a rail whose enabled PFC priorities already equal I(pfc_priorities), because on mlx5

@@ -484,7 +484,8 @@ def with_kernel_dcb(cost, np_, kernel, real):
         evaluation = round(proc["interpreter_cpu_s"] + proc["imports_cpu_s"] + with_k["evaluate_python_cpu_s"] +
                            eval_tools + at["reads"] * kernel["socket_cpu_s"] +
                            at["requests"] * (kernel["request_cpu_s"] + kernel["parse_cpu_s"]), 4)
-    return {"evaluation_cpu_s": evaluation, "evaluation_met": evaluation is not None and evaluation <= 0.2,"processes": dict((k, c["count"]) for k, c in sorted(with_k["commands"].items())),
+    return {"evaluation_cpu_s": evaluation, "evaluation_met": evaluation is not None and evaluation <= 0.2,
+            "processes": dict((k, c["count"]) for k, c in sorted(with_k["commands"].items())),
             "reads": counted["reads"], "requests": counted["requests"], "python_saved_cpu_s": round(saved, 4),
             "python_cpu_s": round(cost["python_cpu_s"] - saved, 4), "processes_cpu_s_real": round(tools, 4),
             "dcbnl_cpu_s": round(dcbnl_cpu, 5), "cpu_s": round(total, 4), "met": total <= 0.2}

@@ -12,7 +12,8 @@ What is gathered (``gather``):
 - the facts: ``topology.discover`` (pairing, path bridges with ACS, rails, IOMMU, GPU driver, Fabric Manager,
   nvidia-fs);
 - the DCB state of the rails (``dcb.read_each``: on the host, the running kernel over rtnetlink (``dcbnl.py``);
-  what it did not answer, one ``dcb -j -b`` batch where iproute2 answers whole batches, else ``dcb -j`` per object), the rdma_cm ToS of the rail ports, the nvidia-fs counters;
+  what it did not answer, one ``dcb -j -b`` batch where iproute2 answers whole batches, else ``dcb -j`` per
+  object), the rdma_cm ToS of the rail ports, the nvidia-fs counters;
 - every concern's status: the desired-state document (``DESIRED_FILE``, written by ``fabric_persist``) evaluated
   by ``evaluate(desired, sysroot, runner)`` - the one-call check of ``node_check.py``, the same planners the concern
   modules run, read-only. Without a desired state every concern is ``not_checked`` (never ``ok``);
