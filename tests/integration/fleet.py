@@ -7,12 +7,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+
+import pytest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LAB = os.path.join(REPO, "tests", "lab")
@@ -61,6 +64,19 @@ def sim(*args, **kw):
     if kw.get("check", True):
         assert p.returncode == 0, "gpufabric_sim %s: rc=%d\n%s\n%s" % (args[0], p.returncode, p.stdout, p.stderr)
     return p
+
+
+@contextlib.contextmanager
+def created(path, nodes, base_port):
+    """``nodes`` simulated nodes of the default topology at ``path``, their SSH ports from ``base_port``; destroyed
+    on leaving. The test is skipped when they cannot be created (the reason is gpufabric_sim's)."""
+    p = sim("create", "--fleet", path, "--nodes", str(nodes), "--base-port", str(base_port), check=False)
+    if p.returncode != 0:
+        pytest.skip("simulated nodes could not be created: %s" % p.stderr[-1500:])
+    try:
+        yield path
+    finally:
+        sim("destroy", "--fleet", path, check=False)
 
 
 class Fleet(object):

@@ -40,7 +40,7 @@ for p in (HERE, os.path.join(REPO, ".build"), os.path.join(REPO, "tests", "lab")
         sys.path.insert(0, p)
 
 import vendor_fixture as vf  # noqa: E402 pylint: disable=wrong-import-position
-from fleet import why_not  # noqa: E402 pylint: disable=wrong-import-position
+from fleet import created, why_not  # noqa: E402 pylint: disable=wrong-import-position
 from gpufabric_sim.emulators import nccl_tests as nccl_emu  # noqa: E402 pylint: disable=wrong-import-position
 from test_kernel_upgrade_k8s import BOOT_SCRIPT, TARGET, Podman, reset_node  # noqa: E402 pylint: disable=wrong-import-position
 
@@ -54,13 +54,7 @@ VERDICT = "var/lib/gpufabric/performance_verdict.json"
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("canary") / "fleet")
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "tests", "lab"))
-    argv = [VENV_PY, "-m", "gpufabric_sim", "create", "--fleet", d, "--nodes", "2", "--base-port", "42330"]
-    p = subprocess.run(argv, check=False, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True)
-    if p.returncode != 0:
-        pytest.skip("simulated nodes could not be created: %s" % p.stderr[-1500:])
-    try:
+    with created(d, 2, 42330):
         from ansible_collections.gpufabric.node.plugins.module_utils.vendor_nfs import pipeline as kb
         src, digest = vf.make_source_tarball(d)
         cache = os.path.join(d, "vendor-cache")
@@ -68,9 +62,6 @@ def fleet(tmp_path_factory):
         with open(os.path.join(d, "boot.py"), "w") as f:
             f.write(BOOT_SCRIPT)
         yield {"path": d, "src": src, "sha256": digest, "cache": cache}
-    finally:
-        subprocess.run(check=False, args=[VENV_PY, "-m", "gpufabric_sim", "destroy", "--fleet", d], env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def nodes(fleet):

@@ -48,6 +48,7 @@ for p in (os.path.join(REPO, ".build"), os.path.join(REPO, "tests", "lab"), os.p
 
 import vendor_fixture as vf  # noqa: E402 pylint: disable=wrong-import-position
 from gpu_operator import GpuOperator  # noqa: E402 pylint: disable=wrong-import-position
+from fleet import created  # noqa: E402 pylint: disable=wrong-import-position
 from k8s_api import FakeK8s  # noqa: E402 pylint: disable=wrong-import-position
 
 VENV_PY = os.path.join(REPO, ".venv", "bin", "python")
@@ -128,17 +129,8 @@ class Podman(object):
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("ku") / "fleet")
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "tests", "lab"))
-    argv = [VENV_PY, "-m", "gpufabric_sim", "create", "--fleet", d, "--nodes", "1", "--base-port", "42310"]
-    p = subprocess.run(argv, check=False, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True)
-    if p.returncode != 0:
-        pytest.skip("simulated node could not be created: %s" % p.stderr[-1500:])
-    try:
+    with created(d, 1, 42310):
         yield d
-    finally:
-        subprocess.run(check=False, args=[VENV_PY, "-m", "gpufabric_sim", "destroy", "--fleet", d], env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 @pytest.fixture(scope="module")
